@@ -1,0 +1,25 @@
+# pycanal developer entry points. `make test` and `make demo` run scripts/setup.sh first
+# (idempotent: installs MariaDB and the .venv only when missing or out of date).
+PY := .venv/bin/python
+# Per-test timeout in seconds (pytest-timeout); override with `make test TEST_TIMEOUT=600`.
+TEST_TIMEOUT ?= 300
+PYTEST_ARGS ?=
+
+.PHONY: setup test lint format demo
+
+setup:
+	bash scripts/setup.sh
+
+test: setup
+	$(PY) -m pytest -q --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: setup
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+demo: setup
+	$(PY) -m pycanal.demo

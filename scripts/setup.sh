@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Idempotent set-up for pycanal development, tests and the demo.
+#
+#   1. MariaDB server + client binaries (Debian packages), installed only when missing.
+#      We never use the Debian package's own system service: the tests and the demo start a
+#      private server (pycanal.testing.PrivateMariaDB) with its own datadir, socket and port.
+#      The system service is stopped/disabled after we install it so it does not linger.
+#   2. .venv with the machine's python3 (>= 3.11) and `pip install -e '.[dev]'`, re-run only
+#      when pyproject.toml changed (its sha256 is stored in .venv/.pycanal-setup-stamp).
+#
+# Works on a fresh Debian 12 machine as root (or as a user with password-less sudo).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO_ROOT="$(pwd)"
+
+log() { echo "setup: $*"; }
+die() {
+    echo "setup: ERROR: $*" >&2
+    exit 1
+}
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root (or sudo) to run: $*"
+    fi
+}
+
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
+
+# ---------------------------------------------------------------------------- Python
+pick_python() {
+    local cand
+    for cand in "${PYTHON:-}" python3 python3.13 python3.12 python3.11 /usr/bin/python3; do
+        [ -n "$cand" ] || continue
+        command -v "$cand" >/dev/null 2>&1 || continue
+        if "$cand" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+            command -v "$cand"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# ---------------------------------------------------------------------------- apt packages
+APT_UPDATED=0
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 || die "missing $* and no apt-get: install them by hand"
+    # Wait for a concurrent apt/dpkg (e.g. unattended-upgrades) instead of failing on its lock.
+    local apt=(env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=900)
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        log "apt-get update"
+        as_root "${apt[@]}" update >/dev/null
+        APT_UPDATED=1
+    fi
+    log "apt-get install $*"
+    as_root "${apt[@]}" install -y "$@" >/dev/null
+}
+
+if ! have mariadbd || ! have mariadb-install-db || ! have mariadb || ! have mariadb-binlog; then
+    apt_install mariadb-server mariadb-client
+    # The package's postinst may have started the system mariadb (port 3306, /run/mysqld).
+    # It would be harmless (we use our own port/socket/datadir), but nobody needs it running.
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        as_root systemctl disable --now mariadb.service >/dev/null 2>&1 || true
+    elif [ -x /etc/init.d/mariadb ]; then
+        as_root /etc/init.d/mariadb stop >/dev/null 2>&1 || true
+    fi
+    have mariadbd || die "mariadbd still missing after installing mariadb-server"
+fi
+log "mariadb: $( (/usr/sbin/mariadbd --version 2>/dev/null || mariadbd --version) | sed 's/^[^ ]* *//')"
+
+PY="$(pick_python || true)"
+if [ -z "$PY" ]; then
+    apt_install python3 python3-venv
+    PY="$(pick_python)" || die "no python3 >= 3.11 found after installing python3"
+fi
+
+# ---------------------------------------------------------------------------- virtualenv
+if [ -e .venv ] && ! { .venv/bin/python -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' &&
+    .venv/bin/python -m pip --version; } >/dev/null 2>&1; then
+    log "existing .venv is broken or too old; recreating"
+    rm -rf .venv
+fi
+if [ ! -x .venv/bin/python ]; then
+    log "creating .venv with $PY ($("$PY" -c 'import platform; print(platform.python_version())'))"
+    if ! "$PY" -m venv .venv >/dev/null 2>&1; then
+        # Debian's python3 can only create a venv (with pip) once python3-venv is installed.
+        rm -rf .venv
+        apt_install python3-venv
+        "$PY" -m venv .venv
+    fi
+fi
+
+STAMP=.venv/.pycanal-setup-stamp
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $(.venv/bin/python -c 'import sys; print(sys.version.split()[0])')"
+have_stamp="$(cat "$STAMP" 2>/dev/null || true)"
+if [ "$want" != "$have_stamp" ] || ! .venv/bin/python -c 'import pycanal' >/dev/null 2>&1; then
+    log "pip install -e '.[dev]' into .venv"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e "${REPO_ROOT}[dev]"
+    echo "$want" >"$STAMP"
+else
+    log ".venv up to date"
+fi
+log "ready"

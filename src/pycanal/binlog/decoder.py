@@ -1,0 +1,662 @@
+"""Sans-I/O event decoder: one complete event's bytes in, one decoded event out.
+
+The same decoder serves binlog files (``reader``) and the replication stream: it keeps the
+state that decoding needs across events (the FORMAT_DESCRIPTION event, whether events carry a
+CRC32, the TABLE_MAPs of the current statement) and nothing about where bytes come from.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from . import events as ev
+from . import gtid as _gtid
+from .charsets import codec_for_collation
+from .constants import (
+    CHECKSUM_CRC32,
+    HEADER_LEN,
+    LOG_EVENT_BINLOG_IN_USE_F,
+    LOG_EVENT_IGNORABLE_F,
+)
+from .constants import EventType as E
+from .errors import BinlogError
+from .packed import read_packed_int
+from .rows import build_decoder, column_specs
+from .tablemap import TableMap, decode_table_map
+from .values import make_decimal_decoder
+
+_HEADER = struct.Struct("<IBIIIH")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+_ROWS_KIND = {
+    E.PRE_GA_WRITE_ROWS: "INSERT",
+    E.PRE_GA_UPDATE_ROWS: "UPDATE",
+    E.PRE_GA_DELETE_ROWS: "DELETE",
+    E.WRITE_ROWS_V1: "INSERT",
+    E.UPDATE_ROWS_V1: "UPDATE",
+    E.DELETE_ROWS_V1: "DELETE",
+    E.WRITE_ROWS: "INSERT",
+    E.UPDATE_ROWS: "UPDATE",
+    E.DELETE_ROWS: "DELETE",
+    E.PARTIAL_UPDATE_ROWS: "UPDATE",
+    E.MARIADB_WRITE_ROWS_COMPRESSED_V1: "INSERT",
+    E.MARIADB_UPDATE_ROWS_COMPRESSED_V1: "UPDATE",
+    E.MARIADB_DELETE_ROWS_COMPRESSED_V1: "DELETE",
+    E.MARIADB_WRITE_ROWS_COMPRESSED: "INSERT",
+    E.MARIADB_UPDATE_ROWS_COMPRESSED: "UPDATE",
+    E.MARIADB_DELETE_ROWS_COMPRESSED: "DELETE",
+}
+_ROWS_V2 = frozenset(
+    {
+        E.WRITE_ROWS,
+        E.UPDATE_ROWS,
+        E.DELETE_ROWS,
+        E.PARTIAL_UPDATE_ROWS,
+        E.MARIADB_WRITE_ROWS_COMPRESSED,
+        E.MARIADB_UPDATE_ROWS_COMPRESSED,
+        E.MARIADB_DELETE_ROWS_COMPRESSED,
+    }
+)
+_ROWS_COMPRESSED = frozenset(t for t in _ROWS_KIND if t >= 166)
+# Event types pycanal knows and keeps as bytes: they carry no row change.
+_OPAQUE = frozenset(
+    {
+        E.START_V3,
+        E.LOAD,
+        E.SLAVE,
+        E.CREATE_FILE,
+        E.EXEC_LOAD,
+        E.NEW_LOAD,
+        E.IGNORABLE,
+        E.TRANSACTION_CONTEXT,
+        E.VIEW_CHANGE,
+    }
+)
+# Pre-GA 5.1 servers (5.1.0-5.1.15 and the 5.2 "wl2325" tree) numbered events differently.
+_PRE_GA_PERMUTATION = {16: 19, 17: 20, 18: 21, 19: 22, 20: 16, 21: 17, 22: 18}
+
+# Default post-header lengths for binlog v4, used until a FORMAT_DESCRIPTION says otherwise.
+_DEFAULT_POST_HEADER = {E.QUERY: 13, E.ROTATE: 8, E.TABLE_MAP: 8, E.WRITE_ROWS_V1: 8, E.WRITE_ROWS: 10}
+
+STMT_END_F = 0x0001
+_ZSTD = 0
+_COMPRESSION_NONE = 255
+
+
+def _version_tuple(version: str) -> tuple[int, int, int]:
+    parts = []
+    for piece in version.split("-")[0].split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    while len(parts) < 3:
+        parts.append(0)
+    return parts[0], parts[1], parts[2]
+
+
+def _has_checksum_alg(version: str) -> bool:
+    """Servers from MySQL 5.6.1 / MariaDB 5.3 write the checksum algorithm byte in the FDE."""
+    v = _version_tuple(version)
+    if "mariadb" in version.lower():
+        return v >= (5, 3, 0)
+    return v >= (5, 6, 1)
+
+
+class EventDecoder:
+    """Decode events one at a time, keeping the cross-event state decoding needs.
+
+    ``source`` names the file or stream in errors. ``checksum`` says whether events end in a
+    CRC32: ``None`` learns it from the FORMAT_DESCRIPTION event (files always start with one;
+    a replication stream's first artificial ROTATE is checked both ways).
+    """
+
+    def __init__(
+        self,
+        source: str = "<stream>",
+        file: str = "",
+        *,
+        verify_checksum: bool = True,
+        checksum: bool | None = None,
+        codec_for: Callable[[int], str | None] = codec_for_collation,
+    ) -> None:
+        self.source = source
+        self.file = file
+        self.verify_checksum = verify_checksum
+        self.checksum = checksum
+        self.codec_for = codec_for
+        self.fde: ev.FormatDescriptionEvent | None = None
+        self._post_header = b""
+        self._permute: dict[int, int] | None = None
+        self.tables: dict[int, TableMap] = {}
+        self._table_cache: dict[bytes, TableMap] = {}
+        self._row_decoders: dict[tuple, Any] = {}
+
+    # ------------------------------------------------------------------ framing
+    def decode(self, data: bytes, pos: int) -> ev.Event:
+        """Decode one complete event (header, body and checksum if any) read at offset ``pos``."""
+        if len(data) < HEADER_LEN:
+            raise BinlogError(f"truncated event header ({len(data)} of {HEADER_LEN} bytes)", self.source, pos)
+        ts, typ, server_id, size, next_pos, flags = _HEADER.unpack_from(data, 0)
+        if size != len(data):
+            raise BinlogError(
+                f"event size {size} does not match the {len(data)} bytes given", self.source, pos
+            )
+        if self._permute is not None:
+            typ = self._permute.get(typ, typ)
+        if typ == E.FORMAT_DESCRIPTION:
+            return self._format_description(data, ts, server_id, size, next_pos, flags, pos)
+        has_crc = self.checksum
+        if has_crc is None:
+            has_crc = self._guess_checksum(data)
+        if has_crc:
+            if size < HEADER_LEN + 4:
+                raise BinlogError("event too short to hold its checksum", self.source, pos)
+            if self.verify_checksum and zlib.crc32(data[:-4]) != _U32.unpack_from(data, size - 4)[0]:
+                raise BinlogError(f"CRC32 mismatch in {_type_name(typ)} event", self.source, pos)
+            body = data[HEADER_LEN:-4]
+        else:
+            body = data[HEADER_LEN:]
+        header = (typ, ts, server_id, size, next_pos, flags, pos, self.file)
+        try:
+            return self._body(header, body)
+        except BinlogError as exc:
+            raise exc.at(self.source, pos) from None
+        except (
+            IndexError,
+            struct.error,
+            ValueError,
+            UnicodeDecodeError,
+            KeyError,
+            zlib.error,
+            OverflowError,
+        ) as exc:
+            raise BinlogError(f"bad {_type_name(typ)} event: {exc}", self.source, pos) from None
+
+    def _guess_checksum(self, data: bytes) -> bool:
+        return (
+            len(data) >= HEADER_LEN + 4 and zlib.crc32(data[:-4]) == _U32.unpack_from(data, len(data) - 4)[0]
+        )
+
+    def _format_description(self, data: bytes, ts, server_id, size, next_pos, flags, pos) -> ev.Event:
+        try:
+            binlog_version = _U16.unpack_from(data, HEADER_LEN)[0]
+            server_version = (
+                data[HEADER_LEN + 2 : HEADER_LEN + 52].split(b"\0", 1)[0].decode("ascii", "replace")
+            )
+            create_ts = _U32.unpack_from(data, HEADER_LEN + 52)[0]
+            header_len = data[HEADER_LEN + 56]
+        except (IndexError, struct.error):
+            raise BinlogError("truncated FORMAT_DESCRIPTION event", self.source, pos) from None
+        alg: int | None = None
+        end = size
+        if _has_checksum_alg(server_version):
+            if size < HEADER_LEN + 57 + 5:
+                raise BinlogError("truncated FORMAT_DESCRIPTION event", self.source, pos)
+            alg = data[size - 5]
+            end = size - 5
+            if alg == CHECKSUM_CRC32 and self.verify_checksum:
+                # The server computes the FDE's CRC before it clears the in-use flag on close.
+                covered = bytearray(data[:-4])
+                covered[17] &= ~LOG_EVENT_BINLOG_IN_USE_F & 0xFF
+                if zlib.crc32(covered) != _U32.unpack_from(data, size - 4)[0]:
+                    raise BinlogError("CRC32 mismatch in FORMAT_DESCRIPTION event", self.source, pos)
+        post = bytes(data[HEADER_LEN + 57 : end])
+        self.checksum = alg == CHECKSUM_CRC32
+        self._permute = None
+        v = _version_tuple(server_version)
+        if len(post) == 22 and (v[:2] == (5, 2) or (v[:2] == (5, 1) and v[2] <= 15)):
+            self._permute = _PRE_GA_PERMUTATION
+            reordered = bytearray(post)
+            for old, new in _PRE_GA_PERMUTATION.items():
+                reordered[new - 1] = post[old - 1]
+            post = bytes(reordered)
+        self._post_header = post
+        self.tables.clear()
+        fde = ev.FormatDescriptionEvent(
+            E.FORMAT_DESCRIPTION,
+            ts,
+            server_id,
+            size,
+            next_pos,
+            flags,
+            pos,
+            self.file,
+            binlog_version,
+            server_version,
+            create_ts,
+            header_len,
+            post,
+            alg,
+        )
+        self.fde = fde
+        return fde
+
+    def post_header_len(self, typ: int) -> int:
+        if 0 < typ <= len(self._post_header):
+            return self._post_header[typ - 1]
+        return _DEFAULT_POST_HEADER.get(typ, 0)
+
+    # ------------------------------------------------------------------ bodies
+    def _body(self, h: tuple, body: bytes) -> ev.Event:
+        typ = h[0]
+        if typ in _ROWS_KIND:
+            return self._rows(h, body)
+        if typ == E.TABLE_MAP:
+            return self._table_map(h, body)
+        if typ == E.QUERY or typ == E.MARIADB_QUERY_COMPRESSED:
+            return self._query(h, body, compressed=typ == E.MARIADB_QUERY_COMPRESSED)
+        if typ == E.XID:
+            return ev.XidEvent(*h, xid=_U64.unpack_from(body, 0)[0])
+        if typ == E.ROTATE:
+            ph = self.post_header_len(E.ROTATE)
+            position = _U64.unpack_from(body, 0)[0] if ph == 8 else 4
+            return ev.RotateEvent(
+                *h, position=position, next_file=body[ph:].decode("utf-8", "surrogateescape")
+            )
+        if typ in (E.GTID, E.ANONYMOUS_GTID, E.GTID_TAGGED):
+            info = _gtid.decode_mysql_gtid_event(body, typ)
+            return ev.GtidEvent(*h, gtid=info.gtid, info=info)
+        if typ == E.MARIADB_GTID:
+            info = _gtid.decode_mariadb_gtid_event(body, h[2])
+            return ev.GtidEvent(*h, gtid=str(info.gtid), info=info)
+        if typ == E.PREVIOUS_GTIDS:
+            prev = _gtid.decode_previous_gtids_event(body)
+            return ev.PreviousGtidsEvent(*h, gtid_set=str(prev.gtid_set), info=prev)
+        if typ == E.MARIADB_GTID_LIST:
+            glist = _gtid.decode_mariadb_gtid_list_event(body)
+            return ev.GtidListEvent(*h, gtid_set=",".join(str(g) for g in glist.gtids), info=glist)
+        if typ == E.MARIADB_BINLOG_CHECKPOINT:
+            cp = _gtid.decode_binlog_checkpoint_event(body)
+            return ev.BinlogCheckpointEvent(*h, binlog_file=cp.filename)
+        if typ == E.ROWS_QUERY:
+            return ev.RowsQueryEvent(*h, query=body[1:].decode("utf-8", "surrogateescape"))
+        if typ == E.MARIADB_ANNOTATE_ROWS:
+            return ev.RowsQueryEvent(*h, query=body.decode("utf-8", "surrogateescape"))
+        if typ == E.TRANSACTION_PAYLOAD:
+            return self._payload(h, body)
+        if typ == E.STOP:
+            return ev.StopEvent(*h)
+        if typ == E.INTVAR:
+            return ev.IntvarEvent(*h, kind=body[0], value=_U64.unpack_from(body, 1)[0])
+        if typ == E.RAND:
+            s1, s2 = struct.unpack_from("<QQ", body, 0)
+            return ev.RandEvent(*h, seed1=s1, seed2=s2)
+        if typ == E.USER_VAR:
+            return self._user_var(h, body)
+        if typ == E.HEARTBEAT:
+            return ev.HeartbeatEvent(*h, log_file=body.decode("utf-8", "surrogateescape"), log_pos=h[4])
+        if typ == E.HEARTBEAT_V2:
+            return self._heartbeat_v2(h, body)
+        if typ == E.XA_PREPARE:
+            one_phase = body[0]
+            fmt, glen, blen = struct.unpack_from("<iII", body, 1)
+            data = _exact(body, 13, glen + blen)
+            return ev.XaPrepareEvent(
+                *h, one_phase=bool(one_phase), format_id=fmt, gtrid=data[:glen], bqual=data[glen:]
+            )
+        if typ == E.INCIDENT:
+            incident = _U16.unpack_from(body, 0)[0]
+            msg = _exact(body, 3, body[2]) if len(body) > 2 else b""
+            return ev.IncidentEvent(*h, incident=incident, message=msg.decode("utf-8", "surrogateescape"))
+        if typ in (E.BEGIN_LOAD_QUERY, E.APPEND_BLOCK, E.DELETE_FILE):
+            return ev.LoadDataEvent(*h, file_id=_U32.unpack_from(body, 0)[0], data=bytes(body[4:]))
+        if typ == E.EXECUTE_LOAD_QUERY:
+            return self._query(h, body, execute_load=True)
+        if typ == E.MARIADB_START_ENCRYPTION:
+            raise BinlogError("encrypted binlog not supported (START_ENCRYPTION event)")
+        if typ in _OPAQUE or h[5] & LOG_EVENT_IGNORABLE_F:
+            return ev.OpaqueEvent(*h, body=bytes(body))
+        raise BinlogError(f"unknown event type {typ}")
+
+    def _query(
+        self, h: tuple, body: bytes, *, compressed: bool = False, execute_load: bool = False
+    ) -> ev.QueryEvent:
+        ph = self.post_header_len(h[0])
+        thread_id, exec_time, db_len, error_code = struct.unpack_from("<IIBH", body, 0)
+        status_len = _U16.unpack_from(body, 11)[0] if ph >= 13 else 0
+        status = _status_vars(_exact(body, ph, status_len))
+        p = ph + status_len
+        schema = _exact(body, p, db_len).decode("utf-8", "surrogateescape")
+        p += db_len + 1
+        raw = body[p:]
+        if compressed:
+            raw = _mariadb_uncompress(raw)
+        codec = "utf-8"
+        if "charset_client" in status:
+            codec = self.codec_for(status["charset_client"]) or "latin-1"
+        if codec == "?":
+            codec = "utf-8"
+        query = bytes(raw).decode(codec, "surrogateescape")
+        if execute_load:
+            file_id, start, end, dup = struct.unpack_from("<IIIB", body, 13)
+            return ev.ExecuteLoadQueryEvent(
+                *h,
+                thread_id=thread_id,
+                exec_time=exec_time,
+                error_code=error_code,
+                schema=schema,
+                query=query,
+                status=status,
+                file_id=file_id,
+                fn_pos_start=start,
+                fn_pos_end=end,
+                dup_handling=dup,
+            )
+        return ev.QueryEvent(
+            *h,
+            thread_id=thread_id,
+            exec_time=exec_time,
+            error_code=error_code,
+            schema=schema,
+            query=query,
+            status=status,
+        )
+
+    def _table_map(self, h: tuple, body: bytes) -> ev.TableMapEvent:
+        key = bytes(body)
+        tm = self._table_cache.get(key)
+        if tm is None:
+            tm = decode_table_map(key, self.post_header_len(E.TABLE_MAP))
+            if len(self._table_cache) > 4096:
+                self._table_cache.clear()
+            self._table_cache[key] = tm
+        self.tables[tm.table_id] = tm
+        return ev.TableMapEvent(*h, table_map=tm)
+
+    def _rows(self, h: tuple, body: bytes) -> ev.RowsEvent:
+        typ = h[0]
+        ph = self.post_header_len(typ) or (10 if typ in _ROWS_V2 else 8)
+        id_width = 4 if ph == 6 else 6
+        table_id = int.from_bytes(_exact(body, 0, id_width), "little")
+        rows_flags = _U16.unpack_from(body, id_width)[0]
+        p = ph
+        extra = b""
+        if typ in _ROWS_V2:
+            # v2 post-header ends with the length of the extra data, which counts its own 2 bytes.
+            extra_len = _U16.unpack_from(body, id_width + 2)[0]
+            if extra_len < 2:
+                raise BinlogError(f"rows event extra-data length {extra_len} is below 2")
+            extra = _exact(body, ph, extra_len - 2)
+            p = ph + extra_len - 2
+        ncols, p = read_packed_int(body, p)
+        nb = (ncols + 7) // 8
+        kind = _ROWS_KIND[typ]
+        before = after = None
+        bitmap1 = _exact(body, p, nb)
+        p += nb
+        if kind == "UPDATE":
+            bitmap2 = _exact(body, p, nb)
+            p += nb
+            before, after = _bit_list(bitmap1, ncols), _bit_list(bitmap2, ncols)
+        elif kind == "INSERT":
+            after = _bit_list(bitmap1, ncols)
+        else:
+            before = _bit_list(bitmap1, ncols)
+        data = body[p:]
+        if typ in _ROWS_COMPRESSED:
+            data = _mariadb_uncompress(data)
+        data = bytes(data)
+        tm = self.tables.get(table_id)
+        if rows_flags & STMT_END_F:
+            self.tables.clear()
+        event = ev.RowsEvent(
+            *h,
+            kind=kind,
+            table_id=table_id,
+            rows_flags=rows_flags,
+            table_map=tm,
+            extra=bytes(extra),
+            column_count=ncols,
+            before_columns=before,
+            after_columns=after,
+        )
+        if tm is None:
+            if data:
+                raise BinlogError(f"rows event for table id {table_id} has no TABLE_MAP before it")
+            event._rows = []
+            return event
+        if ncols != tm.column_count:
+            raise BinlogError(
+                f"rows event has {ncols} columns but the TABLE_MAP of {tm.schema}.{tm.table} has {tm.column_count}"
+            )
+        partial = typ == E.PARTIAL_UPDATE_ROWS
+        key = (tm.raw, bitmap1, bytes(body[p - nb : p]) if kind == "UPDATE" else b"", kind, partial)
+        decode = self._row_decoders.get(key)
+        if decode is None:
+            specs = column_specs(tm, self.codec_for)
+            decode = build_decoder(specs, before, after, partial_json=partial)
+            if len(self._row_decoders) > 4096:
+                self._row_decoders.clear()
+            self._row_decoders[key] = decode
+        source, pos = self.source, h[6]
+
+        def rows() -> list:
+            try:
+                return decode(data, 0, len(data))
+            except BinlogError as exc:
+                raise exc.at(source, pos) from None
+            except (
+                IndexError,
+                struct.error,
+                ValueError,
+                UnicodeDecodeError,
+                KeyError,
+                zlib.error,
+                OverflowError,
+                TypeError,
+            ) as exc:
+                raise BinlogError(
+                    f"bad row data for {tm.schema}.{tm.table} in {_type_name(typ)} event: {exc}", source, pos
+                ) from None
+
+        event._decode = rows
+        return event
+
+    def _payload(self, h: tuple, body: bytes) -> ev.TransactionPayloadEvent:
+        p = 0
+        fields = {}
+        while p < len(body):
+            ftype, p = read_packed_int(body, p)
+            if ftype == 0:  # end of the header fields; the payload follows
+                break
+            flen, p = read_packed_int(body, p)
+            value, _ = read_packed_int(_exact(body, p, flen), 0)
+            fields[ftype] = value
+            p += flen
+        payload_size = fields.get(1, len(body) - p)
+        compression = fields.get(2, _ZSTD)
+        usize = fields.get(3, 0)
+        payload = _exact(body, p, payload_size)
+        if compression == _ZSTD:
+            import zstandard
+
+            try:
+                raw = zstandard.ZstdDecompressor().decompress(bytes(payload), max_output_size=max(usize, 1))
+            except zstandard.ZstdError as exc:
+                raise BinlogError(f"TRANSACTION_PAYLOAD does not decompress: {exc}") from None
+        elif compression == _COMPRESSION_NONE:
+            raw = bytes(payload)
+        else:
+            raise BinlogError(f"TRANSACTION_PAYLOAD uses unknown compression {compression}")
+        if usize and len(raw) != usize:
+            raise BinlogError(f"TRANSACTION_PAYLOAD expands to {len(raw)} bytes, header says {usize}")
+        inner: list[ev.Event] = []
+        saved = self.checksum
+        self.checksum = False  # inner events carry no CRC of their own
+        try:
+            q = 0
+            while q < len(raw):
+                if len(raw) - q < HEADER_LEN:
+                    raise BinlogError("TRANSACTION_PAYLOAD ends inside an event header")
+                size = _U32.unpack_from(raw, q + 9)[0]
+                if size < HEADER_LEN or q + size > len(raw):
+                    raise BinlogError(f"TRANSACTION_PAYLOAD inner event at {q} has bad size {size}")
+                inner_event = self.decode(raw[q : q + size], h[6])
+                inner_event.next_pos = h[4]
+                inner.append(inner_event)
+                q += size
+        finally:
+            self.checksum = saved
+        return ev.TransactionPayloadEvent(
+            *h, compression=compression, payload_size=payload_size, uncompressed_size=usize, events=inner
+        )
+
+    def _user_var(self, h: tuple, body: bytes) -> ev.UserVarEvent:
+        n = _U32.unpack_from(body, 0)[0]
+        name = _exact(body, 4, n).decode("utf-8", "surrogateescape")
+        p = 4 + n
+        if body[p]:
+            return ev.UserVarEvent(*h, name=name, is_null=True)
+        vtype = body[p + 1]
+        charset, vlen = struct.unpack_from("<II", body, p + 2)
+        raw = _exact(body, p + 10, vlen)
+        p += 10 + vlen
+        var_flags = body[p] if p < len(body) else 0
+        value: Any
+        if vtype == 0:
+            codec = self.codec_for(charset)
+            value = (
+                raw if codec is None else raw.decode("utf-8" if codec == "?" else codec, "surrogateescape")
+            )
+        elif vtype == 1:
+            value = struct.unpack("<d", raw)[0]
+        elif vtype == 2:
+            value = int.from_bytes(raw, "little", signed=not var_flags & 1)
+        elif vtype == 4:
+            value = make_decimal_decoder(raw[0], raw[1])(raw, 2) if len(raw) > 2 else Decimal(0)
+        else:
+            value = raw
+        return ev.UserVarEvent(
+            *h, name=name, is_null=False, value_type=vtype, charset=charset, value=value, var_flags=var_flags
+        )
+
+    def _heartbeat_v2(self, h: tuple, body: bytes) -> ev.HeartbeatEvent:
+        p = 0
+        log_file = ""
+        log_pos = 0
+        while p < len(body):
+            ftype, p = read_packed_int(body, p)
+            if ftype == 0:
+                break
+            flen, p = read_packed_int(body, p)
+            value = _exact(body, p, flen)
+            p += flen
+            if ftype == 1:
+                log_file = value.decode("utf-8", "surrogateescape")
+            elif ftype == 2:
+                log_pos = read_packed_int(value, 0)[0]
+        return ev.HeartbeatEvent(*h, log_file=log_file, log_pos=log_pos)
+
+
+def _type_name(typ: int) -> str:
+    try:
+        return E(typ).name
+    except ValueError:
+        return f"type-{typ}"
+
+
+def _exact(buf: bytes, pos: int, n: int) -> bytes:
+    """``buf[pos:pos+n]``, or an error if fewer than ``n`` bytes are there."""
+    if pos + n > len(buf) or n < 0:
+        raise BinlogError(f"field of {n} bytes at body offset {pos} overruns the event ({len(buf)} bytes)")
+    return buf[pos : pos + n]
+
+
+def _bit_list(bitmap: bytes, n: int) -> list[int]:
+    return [i for i in range(n) if bitmap[i >> 3] >> (i & 7) & 1]
+
+
+def _mariadb_uncompress(raw: bytes) -> bytes:
+    """MariaDB compressed events: header byte (low 3 bits = size width, bits 4-6 = algorithm 0 zlib),
+    the uncompressed size big-endian, then a zlib stream."""
+    if not raw:
+        raise BinlogError("compressed event has no data")
+    head = raw[0]
+    width = head & 0x07
+    if (head >> 4) & 0x07 != 0 or not 1 <= width <= 4:
+        raise BinlogError(f"compressed event has an unknown header byte 0x{head:02x}")
+    size = int.from_bytes(_exact(raw, 1, width), "big")
+    data = zlib.decompress(bytes(raw[1 + width :]))
+    if len(data) != size:
+        raise BinlogError(f"compressed event expands to {len(data)} bytes, header says {size}")
+    return data
+
+
+# Status variables of QUERY events: code -> fixed length (None: handled specially).
+_STATUS_FIXED = {
+    0: 4,
+    1: 8,
+    3: 4,
+    4: 6,
+    7: 2,
+    8: 2,
+    9: 8,
+    10: 4,
+    13: 3,
+    16: 1,
+    17: 8,
+    18: 2,
+    19: 1,
+    20: 1,
+    128: 3,
+    129: 8,
+    130: 1,
+}
+
+
+def _status_vars(raw: bytes) -> dict[str, Any]:
+    """The status variables pycanal uses (charset, sql_mode, time zone, schema list).
+
+    They only inform decoding, and the schema and query follow at a known offset, so an unknown
+    code ends the scan rather than failing the event.
+    """
+    out: dict[str, Any] = {}
+    p = 0
+    n = len(raw)
+    while p < n:
+        code = raw[p]
+        p += 1
+        if code in _STATUS_FIXED:
+            size = _STATUS_FIXED[code]
+            if p + size > n:
+                break
+            if code == 4:
+                client, conn, server = struct.unpack_from("<HHH", raw, p)
+                out["charset_client"] = client
+                out["collation_connection"] = conn
+                out["collation_server"] = server
+            elif code == 1:
+                out["sql_mode"] = _U64.unpack_from(raw, p)[0]
+            elif code == 0:
+                out["flags2"] = _U32.unpack_from(raw, p)[0]
+            p += size
+        elif code in (5, 6):  # TIME_ZONE, CATALOG_NZ: length byte + text
+            ln = raw[p]
+            value = raw[p + 1 : p + 1 + ln].decode("utf-8", "replace")
+            if code == 5:
+                out["time_zone"] = value
+            p += 1 + ln
+        elif code == 2:  # old CATALOG: length byte + text + NUL
+            p += 2 + raw[p]
+        elif code == 11:  # INVOKER: user and host, each length-prefixed
+            p += 1 + raw[p]
+            p += 1 + raw[p]
+        elif code == 12:  # UPDATED_DB_NAMES: count then NUL-terminated names
+            count = raw[p]
+            p += 1
+            if count == 254:  # OVER_MAX_DBS_IN_EVENT_MTS
+                continue
+            names = []
+            for _ in range(count):
+                end = raw.index(b"\0", p)
+                names.append(raw[p:end].decode("utf-8", "replace"))
+                p = end + 1
+            out["updated_db_names"] = names
+        else:
+            break
+    return out

@@ -1,0 +1,1156 @@
+"""GTID sets and the GTID-related binlog event bodies of MySQL and MariaDB.
+
+Everything here is a pure function over ``bytes`` / ``str``; nothing does I/O.
+
+MySQL
+    * :class:`MysqlGtidSet` -- the ``gtid_executed`` style set ``uuid[:tag]:1-5:7``, with the
+      text form the server prints and the binary form used by ``COM_BINLOG_DUMP_GTID`` and by
+      ``PREVIOUS_GTIDS_LOG_EVENT`` (both the classic layout and the tagged layout of 8.3+).
+    * :func:`decode_mysql_gtid_event` -- ``GTID_LOG_EVENT`` (33), ``ANONYMOUS_GTID_LOG_EVENT``
+      (34) and ``GTID_TAGGED_LOG_EVENT`` (42, the ``mysql::serialization`` message format).
+    * :func:`decode_previous_gtids_event` -- ``PREVIOUS_GTIDS_LOG_EVENT`` (35).
+
+MariaDB
+    * :class:`MariadbGtid` / :class:`MariadbGtidSet` -- ``domain-server-seq`` and a position made
+      of at most one GTID per replication domain (the text of ``@slave_connect_state``).
+    * :func:`decode_mariadb_gtid_event` (162), :func:`decode_mariadb_gtid_list_event` (163),
+      :func:`decode_binlog_checkpoint_event` (161).
+
+An event *body* is the event bytes after the 19-byte common header, without the trailing CRC32.
+Bad input of any kind raises :class:`~pycanal.binlog.errors.BinlogError`; the message names the
+field and the byte position inside the body (``offset`` is left for the caller to set to the
+event's position).
+
+Binary layouts (all integers little-endian):
+
+GTID set, classic (MySQL 5.6+)::
+
+    u64 n_sids
+    n_sids x { 16-byte uuid, u64 n_intervals, n_intervals x { u64 start, u64 end (exclusive) } }
+
+GTID set, tagged (MySQL 8.3+, written when any member has a tag)::
+
+    u64 header = (format << 56) | (n_sids << 8) | format        with format = 1
+    n_sids x { 16-byte uuid, varlen tag_length, tag bytes (0-32, lowercase),
+               u64 n_intervals, n_intervals x { u64 start, u64 end (exclusive) } }
+
+  The format code sits in the top byte; for the tagged format the count is in bits 8..55 and
+  the low byte repeats the format. ``varlen`` is the serialization-library integer described at
+  :func:`_read_varlen`; a tag length below 128 is therefore one byte ``length << 1``. Untagged
+  members of a tagged set carry tag length 0. Intervals of one member must be sorted and must
+  not touch (``start > previous end``), as the server rejects anything else.
+
+GTID_TAGGED_LOG_EVENT body (``mysql::serialization`` message)::
+
+    varlen format_version (= 1)  varlen message_size (counts the whole message, from the
+    format_version byte on)  varlen last_non_ignorable_field_id
+    then { varlen field_id, field data } in increasing field_id order, optional ones omitted:
+      0 gtid_flags u8 | 1 uuid: 16 x varlen u8 | 2 gno: signed varlen | 3 tag: varlen length +
+      bytes | 4 last_committed: signed | 5 sequence_number: signed | 6 immediate_commit_timestamp
+      | 7 original_commit_timestamp (omitted when equal to 6) | 8 transaction_length
+      | 9 immediate_server_version | 10 original_server_version (omitted when equal to 9)
+      | 11 commit_group_ticket (omitted when unset); unsigned varlen unless noted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .errors import BinlogError
+
+__all__ = [
+    "GNO_END",
+    "MAX_GNO",
+    "MariadbBinlogCheckpointEvent",
+    "MariadbGtid",
+    "MariadbGtidEvent",
+    "MariadbGtidListEvent",
+    "MariadbGtidSet",
+    "MariadbXid",
+    "MysqlGtidEvent",
+    "MysqlGtidSet",
+    "MysqlPreviousGtidsEvent",
+    "decode_binlog_checkpoint_event",
+    "decode_mariadb_gtid_event",
+    "decode_mariadb_gtid_list_event",
+    "decode_mysql_gtid_event",
+    "decode_previous_gtids_event",
+]
+
+# MySQL event type codes handled here (kept local so this module stands alone).
+_GTID_LOG_EVENT = 33
+_ANONYMOUS_GTID_LOG_EVENT = 34
+_GTID_TAGGED_LOG_EVENT = 42
+
+GNO_END = (1 << 63) - 1
+"""One past the largest MySQL GNO (``INT64_MAX``); also the largest exclusive interval end."""
+MAX_GNO = GNO_END - 1
+"""The largest GNO MySQL accepts."""
+
+TAG_MAX_LENGTH = 32
+
+_U8 = 0xFF
+_U32 = 0xFFFFFFFF
+_U64 = 0xFFFFFFFFFFFFFFFF
+
+_HEX = "0123456789abcdefABCDEF"
+_WHITESPACE = " \t\n\r\v\f"
+_TAG_RE = re.compile(r"[a-z_][a-z0-9_]{0,31}\Z")
+
+
+def _raw(data: bytes | bytearray | memoryview, what: str) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"{what}: expected bytes, got {type(data).__name__}")
+
+
+def _need(data: bytes, pos: int, n: int, what: str) -> None:
+    if pos + n > len(data):
+        raise BinlogError(
+            f"{what}: truncated, needs {n} byte(s) at body byte {pos} but only {max(len(data) - pos, 0)} remain"
+        )
+
+
+def _u(data: bytes, pos: int, n: int, what: str) -> int:
+    _need(data, pos, n, what)
+    return int.from_bytes(data[pos : pos + n], "little")
+
+
+# ---------------------------------------------------------------------------------------------
+# UUIDs and tags
+# ---------------------------------------------------------------------------------------------
+
+
+def _uuid_text(raw: bytes) -> str:
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _is_uuid_text(text: str) -> bool:
+    if len(text) != 36:
+        return False
+    for i, ch in enumerate(text):
+        if i in (8, 13, 18, 23):
+            if ch != "-":
+                return False
+        elif ch not in _HEX:
+            return False
+    return True
+
+
+def _uuid_bytes(uuid: object) -> bytes:
+    """Accept a 36-character text UUID (any case), 16 raw bytes or a :class:`uuid.UUID`."""
+    if isinstance(uuid, str):
+        text = uuid.strip(_WHITESPACE)
+        if not _is_uuid_text(text):
+            raise BinlogError(f"invalid UUID {uuid!r}: expected 8-4-4-4-12 hexadecimal digits")
+        return bytes.fromhex(text.replace("-", ""))
+    if isinstance(uuid, (bytes, bytearray)):
+        if len(uuid) != 16:
+            raise BinlogError(f"invalid UUID: expected 16 bytes, got {len(uuid)}")
+        return bytes(uuid)
+    raw = getattr(uuid, "bytes", None)  # uuid.UUID
+    if isinstance(raw, bytes) and len(raw) == 16:
+        return raw
+    raise TypeError(f"UUID must be str, bytes or uuid.UUID, not {type(uuid).__name__}")
+
+
+def _normalize_tag(tag: str | None) -> str:
+    """Return the canonical (lowercase) tag, ``""`` for no tag; raise on an invalid tag."""
+    if tag is None or tag == "":
+        return ""
+    if not isinstance(tag, str):
+        raise TypeError(f"GTID tag must be str, not {type(tag).__name__}")
+    low = tag.lower()
+    if not low.isascii() or not _TAG_RE.match(low):
+        raise BinlogError(
+            f"invalid GTID tag {tag!r}: a tag is 1-32 characters, a letter or '_' first, "
+            "then letters, digits or '_'"
+        )
+    return low
+
+
+def _check_gno(gno: object, what: str = "GNO") -> int:
+    if not isinstance(gno, int) or isinstance(gno, bool):
+        raise TypeError(f"{what} must be int, not {type(gno).__name__}")
+    if not 1 <= gno <= MAX_GNO:
+        raise BinlogError(f"invalid {what} {gno}: must be between 1 and {MAX_GNO}")
+    return gno
+
+
+# ---------------------------------------------------------------------------------------------
+# mysql::serialization variable-length integers
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_varlen(data: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
+    """Read an unsigned variable-length integer of the MySQL serialization library.
+
+    The number of trailing one bits of the first byte, plus one, is the byte count (1-8); the
+    value is the little-endian integer of those bytes shifted right by the byte count. A first
+    byte of ``0xFF`` means eight more bytes follow holding the plain 64-bit value.
+    """
+    if pos >= end:
+        raise BinlogError(f"{what}: truncated, variable-length integer missing at body byte {pos}")
+    first = data[pos]
+    if first == 0xFF:
+        if pos + 9 > end:
+            raise BinlogError(f"{what}: truncated 9-byte variable-length integer at body byte {pos}")
+        return int.from_bytes(data[pos + 1 : pos + 9], "little"), pos + 9
+    n = 1
+    while first & (1 << (n - 1)):
+        n += 1
+    if pos + n > end:
+        raise BinlogError(f"{what}: truncated {n}-byte variable-length integer at body byte {pos}")
+    return int.from_bytes(data[pos : pos + n], "little") >> n, pos + n
+
+
+def _read_varlen_signed(data: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
+    raw, pos = _read_varlen(data, pos, end, what)
+    return (-(raw >> 1) - 1 if raw & 1 else raw >> 1), pos
+
+
+def _write_varlen(value: int) -> bytes:
+    if not 0 <= value <= _U64:
+        raise BinlogError(f"value {value} does not fit a 64-bit variable-length integer")
+    bits = value.bit_length()
+    n = max(1, -(-bits // 7))
+    if n > 8:
+        return b"\xff" + value.to_bytes(8, "little")
+    return ((value << n) | ((1 << (n - 1)) - 1)).to_bytes(n, "little")
+
+
+# ---------------------------------------------------------------------------------------------
+# MySQL GTID sets
+# ---------------------------------------------------------------------------------------------
+
+_Key = tuple[bytes, str]  # (16-byte uuid, tag or "")
+
+
+def _merge_into(ivs: list[list[int]], start: int, end: int) -> None:
+    """Insert half-open ``[start, end)`` into the sorted, merged interval list ``ivs``."""
+    i = bisect.bisect_left(ivs, [start, start])
+    if i > 0 and ivs[i - 1][1] >= start:
+        i -= 1
+    j = i
+    while j < len(ivs) and ivs[j][0] <= end:
+        start = min(start, ivs[j][0])
+        end = max(end, ivs[j][1])
+        j += 1
+    ivs[i:j] = [[start, end]]
+
+
+class MysqlGtidSet:
+    """A MySQL GTID set: for each source (uuid plus optional tag) a set of GNO intervals.
+
+    ``str()`` gives the server's canonical text: members sorted by uuid then tag (untagged
+    first), adjacent and overlapping intervals merged, uuids in lowercase, a tag written as
+    ``uuid:tag:1-3`` (several tags of one uuid share the uuid: ``uuid:1-5:a:1:b:2-3``). The
+    server separates uuids with ``",\\n"``; ``str()`` uses ``","`` so the text fits on one line
+    (``to_string(",\\n")`` reproduces the server's output byte for byte).
+    """
+
+    __slots__ = ("_members",)
+
+    def __init__(self) -> None:
+        self._members: dict[_Key, list[list[int]]] = {}
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, text: str) -> MysqlGtidSet:
+        """Parse GTID-set text as the server accepts it (e.g. ``@@gtid_executed``).
+
+        Members are separated by commas (newlines and other whitespace are ignored, empty
+        members allowed); each is ``uuid`` followed by ``:``-separated items, where an item is
+        an interval (``7`` or ``1-5``) or a tag that applies to the intervals after it
+        (``uuid:1-5:tag:3``). UUIDs and tags are case-insensitive.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"GTID set text must be str, not {type(text).__name__}")
+        result = cls()
+        _GtidTextParser(text, result).run()
+        return result
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview) -> MysqlGtidSet:
+        """Decode the binary encoding (classic or tagged); the whole of ``data`` must be used."""
+        raw = _raw(data, "GTID set")
+        result, used = cls._decode_prefix(raw)
+        if used != len(raw):
+            raise BinlogError(
+                f"GTID set encoding: {len(raw) - used} unexpected trailing byte(s) at body byte {used}"
+            )
+        return result
+
+    @classmethod
+    def _decode_prefix(cls, data: bytes) -> tuple[MysqlGtidSet, int]:
+        what = "GTID set encoding"
+        header = _u(data, 0, 8, what + " header")
+        fmt = header >> 56
+        if fmt == 0:
+            tagged = False
+            n_sids = header & ((1 << 56) - 1)
+        elif fmt == 1:
+            tagged = True
+            n_sids = (header >> 8) & ((1 << 48) - 1)
+        else:
+            raise BinlogError(f"{what}: unknown format {fmt} in the top byte of the member count")
+        result = cls()
+        pos = 8
+        for index in range(n_sids):
+            member = f"{what}: member {index + 1} of {n_sids}"
+            _need(data, pos, 16 + 8, member)
+            uuid = data[pos : pos + 16]
+            pos += 16
+            tag = ""
+            if tagged:
+                tag_len, pos = _read_varlen(data, pos, len(data), member + " tag length")
+                if tag_len > TAG_MAX_LENGTH:
+                    raise BinlogError(f"{member}: tag length {tag_len} exceeds {TAG_MAX_LENGTH}")
+                _need(data, pos, tag_len, member + " tag")
+                tag = _decode_tag_bytes(data[pos : pos + tag_len], member)
+                pos += tag_len
+            n_intervals = _u(data, pos, 8, member + " interval count")
+            pos += 8
+            if n_intervals > (len(data) - pos) // 16:
+                raise BinlogError(
+                    f"{member}: truncated, {n_intervals} interval(s) announced but only "
+                    f"{len(data) - pos} byte(s) remain at body byte {pos}"
+                )
+            ivs = result._members.setdefault((uuid, tag), [])
+            last = 0
+            for _ in range(n_intervals):
+                start = int.from_bytes(data[pos : pos + 8], "little")
+                end = int.from_bytes(data[pos + 8 : pos + 16], "little")
+                if start <= last or end <= start or end > GNO_END:
+                    raise BinlogError(
+                        f"{member}: bad interval [{start}, {end}) at body byte {pos} "
+                        "(intervals must be ascending, non-touching, 1 <= start < end <= 2^63-1)"
+                    )
+                _merge_into(ivs, start, end)
+                last = end
+                pos += 16
+            if not ivs:
+                del result._members[(uuid, tag)]
+        return result, pos
+
+    def copy(self) -> MysqlGtidSet:
+        other = MysqlGtidSet()
+        other._members = {k: [iv[:] for iv in v] for k, v in self._members.items()}
+        return other
+
+    # -- mutation ----------------------------------------------------------------------------
+
+    def add(self, uuid: str | bytes, gno: int, tag: str | None = None) -> None:
+        """Add one GTID (``uuid[:tag]:gno``)."""
+        self.add_interval(uuid, gno, gno, tag)
+
+    def add_interval(self, uuid: str | bytes, first: int, last: int, tag: str | None = None) -> None:
+        """Add the GNOs ``first..last`` (both inclusive) of one source."""
+        key = (_uuid_bytes(uuid), _normalize_tag(tag))
+        _check_gno(first, "first GNO")
+        _check_gno(last, "last GNO")
+        if last < first:
+            raise BinlogError(f"invalid GNO interval {first}-{last}: the end is before the start")
+        _merge_into(self._members.setdefault(key, []), first, last + 1)
+
+    def update(self, *others: MysqlGtidSet | str) -> None:
+        """Add every GTID of ``others`` (sets, or GTID-set text) to this set."""
+        for other in others:
+            if isinstance(other, str):
+                other = MysqlGtidSet.parse(other)
+            elif not isinstance(other, MysqlGtidSet):
+                raise TypeError(f"cannot merge {type(other).__name__} into a MysqlGtidSet")
+            for key, ivs in other._members.items():
+                mine = self._members.setdefault(key, [])
+                for start, end in ivs:
+                    _merge_into(mine, start, end)
+
+    def union(self, *others: MysqlGtidSet | str) -> MysqlGtidSet:
+        result = self.copy()
+        result.update(*others)
+        return result
+
+    def __or__(self, other: object) -> MysqlGtidSet:
+        if not isinstance(other, (MysqlGtidSet, str)):
+            return NotImplemented
+        return self.union(other)
+
+    def __ior__(self, other: object) -> MysqlGtidSet:
+        if not isinstance(other, (MysqlGtidSet, str)):
+            return NotImplemented
+        self.update(other)
+        return self
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def contains(self, uuid: str | bytes, gno: int, tag: str | None = None) -> bool:
+        """Whether the GTID ``uuid[:tag]:gno`` is in the set."""
+        ivs = self._members.get((_uuid_bytes(uuid), _normalize_tag(tag)))
+        if not ivs or not isinstance(gno, int):
+            return False
+        i = bisect.bisect_right(ivs, [gno, GNO_END + 1]) - 1
+        return i >= 0 and ivs[i][0] <= gno < ivs[i][1]
+
+    def __contains__(self, gtid: object) -> bool:
+        """``"uuid:gno" in s`` / ``"uuid:tag:gno" in s``."""
+        if not isinstance(gtid, str):
+            return False
+        parts = [p.strip(_WHITESPACE) for p in gtid.split(":")]
+        if len(parts) not in (2, 3) or not parts[-1].isdigit():
+            raise BinlogError(f"invalid GTID {gtid!r}: expected uuid:gno or uuid:tag:gno")
+        return self.contains(parts[0], int(parts[-1]), parts[1] if len(parts) == 3 else None)
+
+    def issubset(self, other: MysqlGtidSet) -> bool:
+        for key, ivs in self._members.items():
+            theirs = other._members.get(key)
+            if not theirs:
+                return False
+            for start, end in ivs:
+                i = bisect.bisect_right(theirs, [start, GNO_END + 1]) - 1
+                if i < 0 or theirs[i][1] < end:
+                    return False
+        return True
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, MysqlGtidSet):
+            return NotImplemented
+        return self.issubset(other)
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, MysqlGtidSet):
+            return NotImplemented
+        return other.issubset(self)
+
+    def intervals(self, uuid: str | bytes, tag: str | None = None) -> list[tuple[int, int]]:
+        """The GNO ranges of one source as inclusive ``(first, last)`` pairs, ascending."""
+        ivs = self._members.get((_uuid_bytes(uuid), _normalize_tag(tag)), [])
+        return [(start, end - 1) for start, end in ivs]
+
+    def last_gno(self, uuid: str | bytes, tag: str | None = None) -> int:
+        """The highest GNO of the source, 0 if it has none."""
+        ivs = self._members.get((_uuid_bytes(uuid), _normalize_tag(tag)))
+        return ivs[-1][1] - 1 if ivs else 0
+
+    def members(self) -> Iterator[tuple[str, str | None, list[tuple[int, int]]]]:
+        """``(uuid, tag or None, inclusive intervals)`` for each source, in canonical order."""
+        for uuid, tag in sorted(self._members):
+            yield (
+                _uuid_text(uuid),
+                tag or None,
+                [(start, end - 1) for start, end in self._members[(uuid, tag)]],
+            )
+
+    @property
+    def is_tagged(self) -> bool:
+        """True when a member has a tag (``encode()`` then uses the tagged layout)."""
+        return any(tag for _, tag in self._members)
+
+    def gtid_count(self) -> int:
+        return sum(end - start for ivs in self._members.values() for start, end in ivs)
+
+    def __bool__(self) -> bool:
+        return bool(self._members)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MysqlGtidSet):
+            return NotImplemented
+        return self._members == other._members
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    # -- output ------------------------------------------------------------------------------
+
+    def to_string(self, separator: str = ",") -> str:
+        out: list[str] = []
+        prev_uuid: bytes | None = None
+        for uuid, tag in sorted(self._members):
+            if uuid != prev_uuid:
+                if prev_uuid is not None:
+                    out.append(separator)
+                out.append(_uuid_text(uuid))
+                prev_uuid = uuid
+            if tag:
+                out.append(":" + tag)
+            for start, end in self._members[(uuid, tag)]:
+                out.append(f":{start}" if end == start + 1 else f":{start}-{end - 1}")
+        return "".join(out)
+
+    def __str__(self) -> str:
+        return self.to_string(",")
+
+    def __repr__(self) -> str:
+        return f"MysqlGtidSet({self.to_string(',')!r})"
+
+    def encode(self) -> bytes:
+        """Binary form for ``COM_BINLOG_DUMP_GTID`` / ``PREVIOUS_GTIDS``.
+
+        The classic layout when no member is tagged (every server understands it), otherwise
+        the tagged layout of MySQL 8.3+ (older servers reject it).
+        """
+        keys = sorted(self._members)
+        tagged = any(tag for _, tag in keys)
+        n = len(keys)
+        out = bytearray(((1 << 56) | (n << 8) | 1 if tagged else n).to_bytes(8, "little"))
+        for uuid, tag in keys:
+            out += uuid
+            if tagged:
+                raw = tag.encode("ascii")
+                out += _write_varlen(len(raw))
+                out += raw
+            ivs = self._members[(uuid, tag)]
+            out += len(ivs).to_bytes(8, "little")
+            for start, end in ivs:
+                out += start.to_bytes(8, "little")
+                out += end.to_bytes(8, "little")
+        return bytes(out)
+
+
+def _decode_tag_bytes(raw: bytes, what: str) -> str:
+    if not raw:
+        return ""
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise BinlogError(f"{what}: tag {raw!r} is not ASCII") from None
+    try:
+        return _normalize_tag(text)
+    except BinlogError as exc:
+        raise BinlogError(f"{what}: {exc.message}") from None
+
+
+class _GtidTextParser:
+    """Recursive-descent reader for GTID-set text, following the server's own rules."""
+
+    def __init__(self, text: str, target: MysqlGtidSet) -> None:
+        self.text = text
+        self.pos = 0
+        self.target = target
+
+    def fail(self, why: str) -> BinlogError:
+        shown = self.text if len(self.text) <= 200 else self.text[:200] + "..."
+        return BinlogError(f"malformed GTID set {shown!r}: {why} at character {self.pos}")
+
+    def peek(self) -> str:
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def skip_ws(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in _WHITESPACE:
+            self.pos += 1
+
+    def run(self) -> None:
+        self.skip_ws()
+        while True:
+            while self.peek() == ",":
+                self.pos += 1
+                self.skip_ws()
+            if self.pos >= len(self.text):
+                return
+            self.member()
+            self.skip_ws()
+            if self.peek() not in (",", ""):
+                raise self.fail(f"expected ',' or ':' but found {self.peek()!r}")
+
+    def member(self) -> None:
+        chunk = self.text[self.pos : self.pos + 36]
+        if not _is_uuid_text(chunk):
+            raise self.fail("expected a UUID (8-4-4-4-12 hexadecimal digits)")
+        uuid = bytes.fromhex(chunk.replace("-", ""))
+        self.pos += 36
+        tag = ""
+        self.skip_ws()
+        while self.peek() == ":":
+            self.pos += 1
+            self.skip_ws()
+            ch = self.peek()
+            if ch.isascii() and (ch.isalpha() or ch == "_"):
+                start = self.pos
+                while self.pos < len(self.text) and (
+                    self.text[self.pos].isascii()
+                    and (self.text[self.pos].isalnum() or self.text[self.pos] == "_")
+                ):
+                    self.pos += 1
+                word = self.text[start : self.pos]
+                if len(word) > TAG_MAX_LENGTH:
+                    self.pos = start
+                    raise self.fail(f"tag longer than {TAG_MAX_LENGTH} characters")
+                tag = word.lower()
+            else:
+                first = self.number()
+                self.skip_ws()
+                last = first
+                if self.peek() == "-":
+                    self.pos += 1
+                    self.skip_ws()
+                    last = self.number()
+                    if last < first:
+                        raise self.fail(f"interval {first}-{last} ends before it starts")
+                _merge_into(self.target._members.setdefault((uuid, tag), []), first, last + 1)
+            self.skip_ws()
+
+    def number(self) -> int:
+        start = self.pos
+        while self.pos < len(self.text) and self.text[self.pos] in "0123456789":
+            self.pos += 1
+        digits = self.text[start : self.pos]
+        if not digits:
+            raise self.fail("expected a transaction number or a tag")
+        value = int(digits)
+        if not 1 <= value <= MAX_GNO:
+            self.pos = start
+            raise self.fail(f"transaction number {digits} out of range 1..{MAX_GNO}")
+        return value
+
+
+# ---------------------------------------------------------------------------------------------
+# MySQL GTID events
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MysqlGtidEvent:
+    """``GTID_LOG_EVENT`` / ``ANONYMOUS_GTID_LOG_EVENT`` / ``GTID_TAGGED_LOG_EVENT``.
+
+    A field is ``None`` when the server that wrote the event did not write it (5.6 writes only
+    flags, uuid and gno; 5.7 adds the logical clock; 8.0.1 the commit timestamps; 8.0.2 the
+    transaction length; 8.0.14 the server versions; later 8.0 servers an 8-byte binlog group
+    commit ticket, only while one is set). When the original timestamp / server version is not
+    written it equals the immediate one, exactly as the server reads it. Timestamps are
+    microseconds since the epoch; server versions are ``major * 10000 + minor * 100 + patch``.
+    ``uuid`` is lowercase text; ``tag`` is only set for ``GTID_TAGGED_LOG_EVENT``.
+    """
+
+    FLAG_MAY_HAVE_SBR: ClassVar[int] = 0x01
+    LOGICAL_TIMESTAMP_TYPECODE: ClassVar[int] = 2
+    UNDEFINED_SERVER_VERSION: ClassVar[int] = 999999
+
+    event_type: int
+    flags: int
+    uuid: str
+    gno: int
+    tag: str | None = None
+    lt_type: int | None = None
+    last_committed: int | None = None
+    sequence_number: int | None = None
+    immediate_commit_timestamp: int | None = None
+    original_commit_timestamp: int | None = None
+    transaction_length: int | None = None
+    immediate_server_version: int | None = None
+    original_server_version: int | None = None
+    commit_group_ticket: int | None = None
+
+    @property
+    def anonymous(self) -> bool:
+        return self.event_type == _ANONYMOUS_GTID_LOG_EVENT
+
+    @property
+    def tagged(self) -> bool:
+        return self.event_type == _GTID_TAGGED_LOG_EVENT
+
+    @property
+    def may_have_sbr(self) -> bool:
+        """Flag bit 0: the transaction may contain statement-based events (the 5.6 "commit flag")."""
+        return bool(self.flags & self.FLAG_MAY_HAVE_SBR)
+
+    @property
+    def gtid(self) -> str | None:
+        """``uuid:gno`` or ``uuid:tag:gno``; ``None`` for an anonymous transaction."""
+        if self.anonymous:
+            return None
+        return f"{self.uuid}:{self.tag}:{self.gno}" if self.tag else f"{self.uuid}:{self.gno}"
+
+
+def decode_mysql_gtid_event(
+    body: bytes | bytearray | memoryview, event_type: int = _GTID_LOG_EVENT
+) -> MysqlGtidEvent:
+    """Decode the body of a MySQL event of type 33, 34 or 42."""
+    data = _raw(body, "GTID event body")
+    event_type = int(event_type)
+    if event_type == _GTID_TAGGED_LOG_EVENT:
+        return _decode_tagged_gtid(data)
+    if event_type not in (_GTID_LOG_EVENT, _ANONYMOUS_GTID_LOG_EVENT):
+        raise BinlogError(f"event type {event_type} is not a MySQL GTID event (33, 34 or 42)")
+    name = "GTID_LOG_EVENT" if event_type == _GTID_LOG_EVENT else "ANONYMOUS_GTID_LOG_EVENT"
+    _need(data, 0, 25, name + " flags/uuid/gno")
+    flags = data[0]
+    uuid = _uuid_text(data[1:17])
+    gno = int.from_bytes(data[17:25], "little", signed=True)
+    if event_type == _GTID_LOG_EVENT:
+        if not 1 <= gno <= MAX_GNO:
+            raise BinlogError(f"{name}: invalid GNO {gno} (must be 1..{MAX_GNO})")
+    elif gno != 0:
+        raise BinlogError(f"{name}: GNO must be 0, found {gno}")
+    fields: dict[str, int] = {}
+    pos = 25
+    n = len(data)
+    if pos < n:
+        lt_type = data[pos]
+        fields["lt_type"] = lt_type
+        pos += 1
+        # 5.7.4 and earlier used another typecode and shorter clocks: ignored, as the server does.
+        if lt_type == MysqlGtidEvent.LOGICAL_TIMESTAMP_TYPECODE:
+            fields["last_committed"] = _u(data, pos, 8, name + " last_committed")
+            fields["sequence_number"] = _u(data, pos + 8, 8, name + " sequence_number")
+            pos += 16
+            if n - pos >= 7:
+                immediate = int.from_bytes(data[pos : pos + 7], "little")
+                pos += 7
+                if immediate & (1 << 55):
+                    immediate &= (1 << 55) - 1
+                    original = _u(data, pos, 7, name + " original_commit_timestamp")
+                    pos += 7
+                else:
+                    original = immediate
+                fields["immediate_commit_timestamp"] = immediate
+                fields["original_commit_timestamp"] = original
+                if pos < n:
+                    fields["transaction_length"], pos = _read_packed(data, pos, name + " transaction_length")
+                if n - pos >= 4:
+                    immediate_v = int.from_bytes(data[pos : pos + 4], "little")
+                    pos += 4
+                    if immediate_v & (1 << 31):
+                        immediate_v &= (1 << 31) - 1
+                        original_v = _u(data, pos, 4, name + " original_server_version")
+                        pos += 4
+                    else:
+                        original_v = immediate_v
+                    fields["immediate_server_version"] = immediate_v
+                    fields["original_server_version"] = original_v
+                    if n - pos >= 8:
+                        fields["commit_group_ticket"] = int.from_bytes(data[pos : pos + 8], "little")
+    return MysqlGtidEvent(event_type, flags, uuid, gno, None, **fields)
+
+
+def _read_packed(data: bytes, pos: int, what: str) -> tuple[int, int]:
+    """MySQL length-encoded integer (``net_field_length_ll``)."""
+    first = data[pos]
+    if first < 0xFB:
+        return first, pos + 1
+    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
+    if width is None:
+        raise BinlogError(f"{what}: invalid length-encoded integer prefix 0x{first:02x} at body byte {pos}")
+    return _u(data, pos + 1, width, what), pos + 1 + width
+
+
+# Field ids of the GTID_TAGGED_LOG_EVENT message, in the order the server defines them.
+_TAGGED_FIELDS = (
+    "flags",
+    "uuid",
+    "gno",
+    "tag",
+    "last_committed",
+    "sequence_number",
+    "immediate_commit_timestamp",
+    "original_commit_timestamp",
+    "transaction_length",
+    "immediate_server_version",
+    "original_server_version",
+    "commit_group_ticket",
+)
+_SERIALIZATION_FORMAT_VERSION = 1
+
+
+def _decode_tagged_gtid(data: bytes) -> MysqlGtidEvent:
+    name = "GTID_TAGGED_LOG_EVENT"
+    end = len(data)
+    version, pos = _read_varlen(data, 0, end, name + " format version")
+    if version != _SERIALIZATION_FORMAT_VERSION:
+        raise BinlogError(f"{name}: unsupported serialization format version {version}")
+    size, pos = _read_varlen(data, pos, end, name + " message size")
+    if size > end:
+        raise BinlogError(f"{name}: truncated, message size {size} but the body has {end} byte(s)")
+    last_non_ignorable, pos = _read_varlen(data, pos, end, name + " last non-ignorable field id")
+    if size < pos:
+        raise BinlogError(f"{name}: message size {size} is smaller than its own header ({pos} bytes)")
+    if last_non_ignorable > len(_TAGGED_FIELDS):
+        raise BinlogError(
+            f"{name}: the message requires field {last_non_ignorable - 1}, unknown to this decoder"
+        )
+    end = size
+    values: dict[str, object] = {}
+    expected = 0
+    while pos < end:
+        field_id, after_id = _read_varlen(data, pos, end, name + " field id")
+        if field_id < expected:
+            raise BinlogError(f"{name}: field id {field_id} out of order at body byte {pos}")
+        if field_id >= len(_TAGGED_FIELDS):
+            break  # fields of a newer server, all ignorable (checked above): skip to the end
+        field = _TAGGED_FIELDS[field_id]
+        what = f"{name} field {field_id} ({field})"
+        pos = after_id
+        if field == "uuid":
+            raw = bytearray()
+            for _ in range(16):
+                byte, pos = _read_varlen(data, pos, end, what)
+                if byte > _U8:
+                    raise BinlogError(f"{what}: byte value {byte} out of range")
+                raw.append(byte)
+            values[field] = _uuid_text(bytes(raw))
+        elif field == "tag":
+            length, pos = _read_varlen(data, pos, end, what + " length")
+            if length > TAG_MAX_LENGTH:
+                raise BinlogError(f"{what}: length {length} exceeds {TAG_MAX_LENGTH}")
+            if pos + length > end:
+                raise BinlogError(f"{what}: truncated, {length} byte(s) needed at body byte {pos}")
+            values[field] = _decode_tag_bytes(data[pos : pos + length], what) or None
+            pos += length
+        elif field in ("gno", "last_committed", "sequence_number"):
+            values[field], pos = _read_varlen_signed(data, pos, end, what)
+        else:
+            value, pos = _read_varlen(data, pos, end, what)
+            limit = _U8 if field == "flags" else _U32 if field.endswith("server_version") else _U64
+            if value > limit:
+                raise BinlogError(f"{what}: value {value} out of range")
+            values[field] = value
+        expected = field_id + 1
+    gno = values.get("gno", 0)
+    if not isinstance(gno, int) or not 1 <= gno <= MAX_GNO:
+        raise BinlogError(f"{name}: invalid or missing GNO {gno} (must be 1..{MAX_GNO})")
+    if "immediate_commit_timestamp" in values:
+        values.setdefault("original_commit_timestamp", values["immediate_commit_timestamp"])
+    if "immediate_server_version" in values:
+        values.setdefault("original_server_version", values["immediate_server_version"])
+    return MysqlGtidEvent(
+        event_type=_GTID_TAGGED_LOG_EVENT,
+        flags=values.pop("flags", 0),  # type: ignore[arg-type]
+        uuid=values.pop("uuid", _uuid_text(bytes(16))),  # type: ignore[arg-type]
+        **values,  # type: ignore[arg-type]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MysqlPreviousGtidsEvent:
+    """``PREVIOUS_GTIDS_LOG_EVENT``: the GTIDs written before this binlog file."""
+
+    gtid_set: MysqlGtidSet
+    tagged: bool  # the body used the tagged (8.3+) layout
+
+
+def decode_previous_gtids_event(body: bytes | bytearray | memoryview) -> MysqlPreviousGtidsEvent:
+    data = _raw(body, "PREVIOUS_GTIDS_LOG_EVENT body")
+    try:
+        gtid_set = MysqlGtidSet.decode(data)
+    except BinlogError as exc:
+        raise BinlogError(f"PREVIOUS_GTIDS_LOG_EVENT: {exc.message}") from None
+    return MysqlPreviousGtidsEvent(gtid_set, data[7] == 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# MariaDB GTIDs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MariadbGtid:
+    """A MariaDB GTID ``domain_id-server_id-seq_no``."""
+
+    domain_id: int
+    server_id: int
+    seq_no: int
+
+    def __post_init__(self) -> None:
+        for name, limit in (("domain_id", _U32), ("server_id", _U32), ("seq_no", _U64)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"MariadbGtid.{name} must be int, not {type(value).__name__}")
+            if not 0 <= value <= limit:
+                raise BinlogError(f"MariaDB GTID {name} {value} out of range 0..{limit}")
+
+    @classmethod
+    def parse(cls, text: str) -> MariadbGtid:
+        if not isinstance(text, str):
+            raise TypeError(f"MariaDB GTID text must be str, not {type(text).__name__}")
+        parts = text.strip(_WHITESPACE).split("-")
+        if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
+            raise BinlogError(f"invalid MariaDB GTID {text!r}: expected domain-server-sequence")
+        return cls(int(parts[0]), int(parts[1]), int(parts[2]))
+
+    def __str__(self) -> str:
+        return f"{self.domain_id}-{self.server_id}-{self.seq_no}"
+
+
+class MariadbGtidSet:
+    """A MariaDB replication position: the last GTID of each domain (at most one per domain).
+
+    ``str()`` is the text for ``SET @slave_connect_state='...'`` / ``gtid_slave_pos``: the
+    GTIDs sorted by domain, joined by commas.
+    """
+
+    __slots__ = ("_by_domain",)
+
+    def __init__(self, gtids: Iterable[MariadbGtid | str] = ()) -> None:
+        self._by_domain: dict[int, MariadbGtid] = {}
+        for gtid in gtids:
+            self.update(gtid)
+
+    @classmethod
+    def parse(cls, text: str) -> MariadbGtidSet:
+        """Parse ``0-1-100,1-2-5``; empty text is the empty position; a domain may appear once."""
+        if not isinstance(text, str):
+            raise TypeError(f"MariaDB GTID position must be str, not {type(text).__name__}")
+        result = cls()
+        if not text.strip(_WHITESPACE):
+            return result
+        for item in text.split(","):
+            gtid = MariadbGtid.parse(item)
+            if gtid.domain_id in result._by_domain:
+                raise BinlogError(
+                    f"invalid MariaDB GTID position {text!r}: domain {gtid.domain_id} appears twice"
+                )
+            result._by_domain[gtid.domain_id] = gtid
+        return result
+
+    def update(self, gtid: MariadbGtid | str) -> None:
+        """Make ``gtid`` the position of its domain (replacing any previous one)."""
+        if isinstance(gtid, str):
+            gtid = MariadbGtid.parse(gtid)
+        elif not isinstance(gtid, MariadbGtid):
+            raise TypeError(f"expected MariadbGtid or str, not {type(gtid).__name__}")
+        self._by_domain[gtid.domain_id] = gtid
+
+    def get(self, domain_id: int) -> MariadbGtid | None:
+        return self._by_domain.get(domain_id)
+
+    def copy(self) -> MariadbGtidSet:
+        other = MariadbGtidSet()
+        other._by_domain = dict(self._by_domain)
+        return other
+
+    def __iter__(self) -> Iterator[MariadbGtid]:
+        return iter(sorted(self._by_domain.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_domain)
+
+    def __contains__(self, gtid: object) -> bool:
+        if isinstance(gtid, str):
+            gtid = MariadbGtid.parse(gtid)
+        return isinstance(gtid, MariadbGtid) and self._by_domain.get(gtid.domain_id) == gtid
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MariadbGtidSet):
+            return NotImplemented
+        return self._by_domain == other._by_domain
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __str__(self) -> str:
+        return ",".join(str(g) for g in self)
+
+    def __repr__(self) -> str:
+        return f"MariadbGtidSet({str(self)!r})"
+
+
+# ---------------------------------------------------------------------------------------------
+# MariaDB events
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MariadbXid:
+    """The XA transaction id carried by a GTID event of an XA PREPARE / XA COMMIT group."""
+
+    format_id: int
+    gtrid: bytes
+    bqual: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MariadbGtidEvent:
+    """MariaDB ``GTID_EVENT`` (162): starts an event group (or a standalone statement)."""
+
+    FL_STANDALONE: ClassVar[int] = 0x01
+    FL_GROUP_COMMIT_ID: ClassVar[int] = 0x02
+    FL_TRANSACTIONAL: ClassVar[int] = 0x04
+    FL_ALLOW_PARALLEL: ClassVar[int] = 0x08
+    FL_WAITED: ClassVar[int] = 0x10
+    FL_DDL: ClassVar[int] = 0x20
+    FL_PREPARED_XA: ClassVar[int] = 0x40
+    FL_COMPLETED_XA: ClassVar[int] = 0x80
+    # flags_extra (MariaDB 10.8+; thread id 11.5+)
+    FL_EXTRA_MULTI_ENGINE: ClassVar[int] = 0x01
+    FL_START_ALTER: ClassVar[int] = 0x02
+    FL_COMMIT_ALTER: ClassVar[int] = 0x04
+    FL_ROLLBACK_ALTER: ClassVar[int] = 0x08
+    FL_EXTRA_THREAD_ID: ClassVar[int] = 0x10
+
+    seq_no: int
+    domain_id: int
+    server_id: int
+    flags2: int
+    commit_id: int | None = None
+    xid: MariadbXid | None = None
+    flags_extra: int = 0
+    extra_engines: int | None = None
+    sa_seq_no: int | None = None
+    thread_id: int | None = None
+
+    @property
+    def gtid(self) -> MariadbGtid:
+        return MariadbGtid(self.domain_id, self.server_id, self.seq_no)
+
+    @property
+    def standalone(self) -> bool:
+        """No BEGIN..COMMIT follows: the group is one statement (e.g. DDL) with no XID/COMMIT."""
+        return bool(self.flags2 & self.FL_STANDALONE)
+
+    @property
+    def is_ddl(self) -> bool:
+        return bool(self.flags2 & self.FL_DDL)
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.flags2 & self.FL_TRANSACTIONAL)
+
+    @property
+    def prepared_xa(self) -> bool:
+        return bool(self.flags2 & self.FL_PREPARED_XA)
+
+    @property
+    def completed_xa(self) -> bool:
+        return bool(self.flags2 & self.FL_COMPLETED_XA)
+
+
+_MARIADB_GTID_HEADER_LEN = 19
+_XA_PART_MAX = 64
+
+
+def decode_mariadb_gtid_event(body: bytes | bytearray | memoryview, server_id: int) -> MariadbGtidEvent:
+    """Decode a MariaDB ``GTID_EVENT`` body; ``server_id`` is the one of the event header.
+
+    Layout: ``u64 seq_no, u32 domain_id, u8 flags2``; then ``u64 commit_id`` if
+    FL_GROUP_COMMIT_ID; then, if FL_PREPARED_XA or FL_COMPLETED_XA, ``u32 formatID,
+    u8 gtrid_length, u8 bqual_length, gtrid, bqual``; then, when bytes remain, ``u8 flags_extra``
+    followed by ``u8 extra_engines`` (bit 0x01), ``u64 start-alter seq_no`` (bits 0x04/0x08) and
+    ``u32 thread_id`` (bit 0x10). The server zero-pads the body to at least 19 bytes, so a pad
+    byte reads as ``flags_extra = 0``.
+    """
+    data = _raw(body, "MariaDB GTID_EVENT body")
+    name = "MariaDB GTID_EVENT"
+    n = len(data)
+    if n < _MARIADB_GTID_HEADER_LEN:
+        raise BinlogError(f"{name}: truncated, {n} byte(s) but at least {_MARIADB_GTID_HEADER_LEN} required")
+    seq_no = int.from_bytes(data[0:8], "little")
+    domain_id = int.from_bytes(data[8:12], "little")
+    flags2 = data[12]
+    pos = 13
+    commit_id = None
+    if flags2 & MariadbGtidEvent.FL_GROUP_COMMIT_ID:
+        commit_id = _u(data, pos, 8, name + " commit_id")
+        pos += 8
+    xid = None
+    if flags2 & (MariadbGtidEvent.FL_PREPARED_XA | MariadbGtidEvent.FL_COMPLETED_XA):
+        format_id = _u(data, pos, 4, name + " XA formatID")
+        _need(data, pos + 4, 2, name + " XA gtrid/bqual lengths")
+        gtrid_len, bqual_len = data[pos + 4], data[pos + 5]
+        if gtrid_len > _XA_PART_MAX or bqual_len > _XA_PART_MAX:
+            raise BinlogError(f"{name}: XA gtrid/bqual lengths {gtrid_len}/{bqual_len} exceed {_XA_PART_MAX}")
+        pos += 6
+        _need(data, pos, gtrid_len + bqual_len, name + " XA xid data")
+        xid = MariadbXid(
+            format_id, data[pos : pos + gtrid_len], data[pos + gtrid_len : pos + gtrid_len + bqual_len]
+        )
+        pos += gtrid_len + bqual_len
+    flags_extra = 0
+    extra_engines = sa_seq_no = thread_id = None
+    if pos < n:
+        flags_extra = data[pos]
+        pos += 1
+        if flags_extra & MariadbGtidEvent.FL_EXTRA_MULTI_ENGINE:
+            extra_engines = _u(data, pos, 1, name + " extra_engines")
+            pos += 1
+        if flags_extra & (MariadbGtidEvent.FL_COMMIT_ALTER | MariadbGtidEvent.FL_ROLLBACK_ALTER):
+            sa_seq_no = _u(data, pos, 8, name + " start-alter seq_no")
+            pos += 8
+        if flags_extra & MariadbGtidEvent.FL_EXTRA_THREAD_ID:
+            thread_id = _u(data, pos, 4, name + " thread_id")
+            pos += 4
+    return MariadbGtidEvent(
+        seq_no=seq_no,
+        domain_id=domain_id,
+        server_id=_check_server_id(server_id),
+        flags2=flags2,
+        commit_id=commit_id,
+        xid=xid,
+        flags_extra=flags_extra,
+        extra_engines=extra_engines,
+        sa_seq_no=sa_seq_no,
+        thread_id=thread_id,
+    )
+
+
+def _check_server_id(server_id: object) -> int:
+    if not isinstance(server_id, int) or isinstance(server_id, bool):
+        raise TypeError(f"server_id must be int, not {type(server_id).__name__}")
+    if not 0 <= server_id <= _U32:
+        raise BinlogError(f"server_id {server_id} out of range 0..{_U32}")
+    return server_id
+
+
+@dataclass(frozen=True, slots=True)
+class MariadbGtidListEvent:
+    """MariaDB ``GTID_LIST_EVENT`` (163): the binlog state when the file was started."""
+
+    FLAG_UNTIL_REACHED: ClassVar[int] = 0x1  # of ``flags`` (bit 28 of the count word)
+    FLAG_IGN_GTIDS: ClassVar[int] = 0x2  # bit 29
+
+    gtids: tuple[MariadbGtid, ...]
+    flags: int  # the high 4 bits of the count word, shifted down (0..15)
+
+    @property
+    def count(self) -> int:
+        return len(self.gtids)
+
+    def position(self) -> MariadbGtidSet:
+        """The list as a position: per domain the last GTID listed (the most recent one)."""
+        return MariadbGtidSet(self.gtids)
+
+
+def decode_mariadb_gtid_list_event(body: bytes | bytearray | memoryview) -> MariadbGtidListEvent:
+    data = _raw(body, "MariaDB GTID_LIST_EVENT body")
+    name = "MariaDB GTID_LIST_EVENT"
+    word = _u(data, 0, 4, name + " count")
+    count = word & ((1 << 28) - 1)
+    if count > (len(data) - 4) // 16:
+        raise BinlogError(
+            f"{name}: truncated, {count} GTID(s) announced ({count * 16} bytes) but "
+            f"{len(data) - 4} byte(s) follow the count"
+        )
+    gtids = []
+    for i in range(count):
+        p = 4 + 16 * i
+        gtids.append(
+            MariadbGtid(
+                int.from_bytes(data[p : p + 4], "little"),
+                int.from_bytes(data[p + 4 : p + 8], "little"),
+                int.from_bytes(data[p + 8 : p + 16], "little"),
+            )
+        )
+    return MariadbGtidListEvent(tuple(gtids), word >> 28)
+
+
+@dataclass(frozen=True, slots=True)
+class MariadbBinlogCheckpointEvent:
+    """MariaDB ``BINLOG_CHECKPOINT_EVENT`` (161): oldest binlog still needed for XA recovery."""
+
+    filename: str
+
+
+def decode_binlog_checkpoint_event(body: bytes | bytearray | memoryview) -> MariadbBinlogCheckpointEvent:
+    data = _raw(body, "MariaDB BINLOG_CHECKPOINT_EVENT body")
+    name = "MariaDB BINLOG_CHECKPOINT_EVENT"
+    length = _u(data, 0, 4, name + " name length")
+    _need(data, 4, length, name + " file name")
+    raw = data[4 : 4 + length]
+    try:
+        filename = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BinlogError(f"{name}: file name {raw!r} is not valid UTF-8") from None
+    return MariadbBinlogCheckpointEvent(filename)

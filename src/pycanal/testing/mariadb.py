@@ -1,0 +1,512 @@
+"""A private, throw-away MariaDB server for tests, benchmarks and the demo.
+
+``PrivateMariaDB`` initialises a fresh datadir in a temporary directory with
+``mariadb-install-db``, starts ``mariadbd`` on a free loopback port with binary
+logging in ROW format, waits until ``SELECT 1`` works over the unix socket,
+creates a replication user and a test database, and tears everything down again
+on :meth:`PrivateMariaDB.stop` (or at the end of a ``with`` block).
+
+    with PrivateMariaDB(binlog_row_metadata="FULL") as db:
+        db.execute("CREATE TABLE pycanal.t (id INT PRIMARY KEY, v VARCHAR(10))")
+        db.execute("INSERT INTO pycanal.t VALUES (%s, %s)", (1, "a"))
+        file, pos = db.current_binlog()
+        conn = db.repl_connection()          # PyMySQL over TCP as the repl user
+
+Nothing here reads the machine's option files (``--no-defaults`` everywhere), uses
+the system service, its port 3306 or ``/run/mysqld``: several private servers can
+run side by side (parallel test sessions) without interfering.
+
+Root / OS user handling
+-----------------------
+* As OS user root (CI, the dev machines): ``mariadbd`` refuses to run as root unless
+  told ``--user=root``.  We pass ``--user=root`` (to ``mariadb-install-db`` and to
+  ``mariadbd``) rather than ``--user=mysql``: running as ``mysql`` would need the
+  temp dir chown-ed to that account (which only exists where the Debian package
+  created it) and would leave files the invoking user must clean up with extra
+  care; ``--user=root`` keeps every file owned by whoever started the server.
+  The root account is created with ``--auth-root-authentication-method=socket``:
+  MariaDB ``root@localhost`` is identified via the ``unix_socket`` plugin, so the OS
+  user root logs in over the socket without a password, and (``--skip-name-resolve``
+  makes ``localhost`` match socket connections only) never over TCP.
+* As any other OS user: no ``--user`` option (the server runs as that user), and the
+  root account is created with ``--auth-root-authentication-method=normal``, i.e.
+  ``root@localhost`` with an empty password; the extra password-less root accounts
+  that option also creates (``root@127.0.0.1``, ``root@::1``, ``root@<hostname>``) are
+  dropped, so root is again reachable over the unix socket only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+__all__ = ["MariaDBStartError", "PrivateMariaDB", "find_server_binary", "mariadb_binlog_path"]
+
+_SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/libexec", "/usr/local/mysql/bin", "/usr/bin")
+
+_BIND_ERROR_RE = re.compile(
+    r"Address already in use|Do you already have another (mysqld|mariadbd) server running on port"
+)
+
+
+class MariaDBStartError(RuntimeError):
+    """The private server could not be initialised or did not become ready."""
+
+
+def _find_binary(*names: str) -> str:
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+        for d in _SBIN_DIRS:
+            cand = Path(d) / name
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return str(cand)
+    raise FileNotFoundError(
+        f"none of {', '.join(names)} found on PATH or in {', '.join(_SBIN_DIRS)}; run scripts/setup.sh"
+    )
+
+
+def find_server_binary() -> str:
+    """Path of ``mariadbd`` (or ``mysqld`` from an older MariaDB)."""
+    return _find_binary("mariadbd", "mysqld")
+
+
+def mariadb_binlog_path() -> str:
+    """Path of the ``mariadb-binlog`` tool (or its old name ``mysqlbinlog``)."""
+    return _find_binary("mariadb-binlog", "mysqlbinlog")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    # Linux: deliver SIGTERM (a clean shutdown for mariadbd) to the server when the thread
+    # that started it exits, so a killed test run leaves no server behind.
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _emergency_cleanup(proc: subprocess.Popen[bytes] | None, root: Path, keep: bool) -> None:
+    # Runs at interpreter exit (or garbage collection) for a server that was never stop()ed.
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    if not keep:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class PrivateMariaDB:
+    """A private MariaDB server in a temporary directory (see the module docstring).
+
+    Parameters:
+        server_id: ``--server-id``.
+        binlog_row_metadata: ``"FULL"`` (default), ``"MINIMAL"`` or ``"NO_LOG"``.
+        binlog_row_image: ``"FULL"`` (default), ``"MINIMAL"`` or ``"NOBLOB"``.
+        extra_args: more ``mariadbd`` options, appended last (so they override ours),
+            e.g. ``["--log-bin-compress=ON", "--max-binlog-size=4096"]``.
+        keep: keep the temporary directory after :meth:`stop` (for post-mortems).
+        startup_timeout: seconds to wait for ``SELECT 1`` to succeed.
+        base_dir: where to create the temporary directory (default: the system temp dir,
+            or ``/tmp`` when that path would make the socket path too long).
+        die_with_parent: on Linux, have the kernel send the server SIGTERM when the thread
+            that started it exits (PR_SET_PDEATHSIG), so a killed test run leaves no server
+            behind.  Pass False when starting the server from a short-lived thread.
+    """
+
+    host = "127.0.0.1"
+
+    def __init__(
+        self,
+        *,
+        server_id: int = 1,
+        binlog_row_metadata: str = "FULL",
+        binlog_row_image: str = "FULL",
+        extra_args: Sequence[str] = (),
+        keep: bool = False,
+        startup_timeout: float = 60.0,
+        shutdown_timeout: float = 30.0,
+        repl_user: str = "repl",
+        repl_password: str = "repl",
+        database: str = "pycanal",
+        base_dir: str | os.PathLike[str] | None = None,
+        die_with_parent: bool = True,
+    ) -> None:
+        if binlog_row_metadata.upper() not in ("NO_LOG", "MINIMAL", "FULL"):
+            raise ValueError(
+                f"binlog_row_metadata must be NO_LOG, MINIMAL or FULL, not {binlog_row_metadata!r}"
+            )
+        if binlog_row_image.upper() not in ("FULL", "MINIMAL", "NOBLOB"):
+            raise ValueError(f"binlog_row_image must be FULL, MINIMAL or NOBLOB, not {binlog_row_image!r}")
+        self.server_id = int(server_id)
+        self.binlog_row_metadata = binlog_row_metadata.upper()
+        self.binlog_row_image = binlog_row_image.upper()
+        self.extra_args = list(extra_args)
+        self.keep = keep
+        self.startup_timeout = startup_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.repl_user = repl_user
+        self.repl_password = repl_password
+        self.database = database
+        self._base_dir = base_dir
+        self.die_with_parent = die_with_parent
+
+        self.port: int = 0
+        self.root_dir: Path | None = None
+        self.datadir: Path | None = None
+        self.binlog_dir: Path | None = None
+        self.tmpdir: Path | None = None
+        self.socket: str = ""
+        self.pid_file: Path | None = None
+        self.error_log: Path | None = None
+        self.version: str = ""
+        self.version_info: tuple[int, int, int] = (0, 0, 0)
+        self.startup_seconds: float = 0.0
+        self.process: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._stopped = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> PrivateMariaDB:
+        if self.process is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def binlog_basename(self) -> Path:
+        assert self.binlog_dir is not None, "server not started"
+        return self.binlog_dir / "mysql-bin"
+
+    def start(self) -> PrivateMariaDB:
+        """Initialise the datadir, start the server and wait until it is ready."""
+        if self.process is not None:
+            raise RuntimeError("PrivateMariaDB already started")
+        t0 = time.monotonic()
+        self._make_dirs()
+        assert self.root_dir is not None
+        self._finalizer = weakref.finalize(self, _emergency_cleanup, None, self.root_dir, self.keep)
+        try:
+            self._install_db()
+            for attempt in range(8):
+                self.port = _free_port()
+                if self._launch_and_wait():
+                    break
+                # Another process took the port between our probe and the server's bind: retry.
+                if attempt == 7:
+                    raise MariaDBStartError(
+                        f"mariadbd could not bind a free port after 8 attempts\n{_tail(self.error_log)}"
+                    )
+            self._post_start_setup()
+        except BaseException:
+            self._kill_quietly()
+            self._finalizer()  # removes the temp dir unless keep=True
+            raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def stop(self) -> None:
+        """Shut the server down cleanly (SHUTDOWN, then SIGTERM/SIGKILL after a deadline)
+        and remove the temporary directory unless ``keep=True``.  Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(Exception):
+                conn = self.root_connection(connect_timeout=5)
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("SHUTDOWN")
+                finally:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+            try:
+                proc.wait(self.shutdown_timeout)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        if not self.keep and self.root_dir is not None:
+            shutil.rmtree(self.root_dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ internals
+    def _make_dirs(self) -> None:
+        base = Path(self._base_dir) if self._base_dir is not None else Path(tempfile.gettempdir())
+        # A unix socket path must fit in sun_path (108 bytes on Linux).
+        if len(str(base)) > 60:
+            base = Path("/tmp")
+        self.root_dir = Path(tempfile.mkdtemp(prefix="pycanal-mariadb-", dir=base))
+        self.datadir = self.root_dir / "data"
+        self.binlog_dir = self.root_dir / "binlog"
+        self.tmpdir = self.root_dir / "tmp"
+        for d in (self.datadir, self.binlog_dir, self.tmpdir):
+            d.mkdir()
+        self.socket = str(self.root_dir / "mariadb.sock")
+        self.pid_file = self.root_dir / "mariadb.pid"
+        self.error_log = self.root_dir / "error.log"
+
+    def _common_server_args(self) -> list[str]:
+        args = [
+            f"--datadir={self.datadir}",
+            f"--tmpdir={self.tmpdir}",
+            # Small memory footprint: several of these may run at once on a small machine.
+            "--innodb-buffer-pool-size=32M",
+            "--innodb-log-file-size=16M",
+            "--innodb-log-buffer-size=4M",
+            "--key-buffer-size=1M",
+            "--aria-pagecache-buffer-size=8M",
+            "--performance-schema=OFF",
+            # Synchronous IO instead of io_uring/libaio: avoids exhausting the machine-wide
+            # aio-max-nr when many servers run in parallel; speed is irrelevant here.
+            "--innodb-use-native-aio=OFF",
+            "--skip-name-resolve",
+        ]
+        if os.geteuid() == 0:
+            args.append("--user=root")  # see the module docstring
+        return args
+
+    def _install_db(self) -> None:
+        install = _find_binary("mariadb-install-db", "mysql_install_db")
+        auth = "socket" if os.geteuid() == 0 else "normal"
+        cmd = [
+            install,
+            "--no-defaults",  # must come first
+            *self._common_server_args(),
+            f"--auth-root-authentication-method={auth}",
+            "--skip-test-db",
+        ]
+        assert self.root_dir is not None
+        log = self.root_dir / "install-db.log"
+        with open(log, "wb") as out:
+            rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if rc != 0:
+            raise MariaDBStartError(f"{' '.join(cmd)} failed with exit code {rc}:\n{_tail(log)}")
+
+    def _server_cmd(self) -> list[str]:
+        return [
+            find_server_binary(),
+            "--no-defaults",  # MUST be the first argument
+            *self._common_server_args(),
+            f"--socket={self.socket}",
+            f"--pid-file={self.pid_file}",
+            f"--log-error={self.error_log}",
+            f"--port={self.port}",
+            f"--bind-address={self.host}",
+            f"--log-bin={self.binlog_basename}",
+            "--binlog-format=ROW",
+            f"--server-id={self.server_id}",
+            "--binlog-checksum=CRC32",
+            f"--binlog-row-metadata={self.binlog_row_metadata}",
+            f"--binlog-row-image={self.binlog_row_image}",
+            # Deterministic, modern defaults; tests that need others say so explicitly.
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+            "--default-time-zone=+00:00",
+            # Fewer fsyncs: this is a throw-away server.
+            "--innodb-flush-log-at-trx-commit=2",
+            "--innodb-doublewrite=OFF",
+            "--max-connections=300",
+            *self.extra_args,
+        ]
+
+    def _launch_and_wait(self) -> bool:
+        """Start mariadbd on ``self.port``; True when ready, False on a port clash."""
+        assert self.error_log is not None and self.root_dir is not None
+        with contextlib.suppress(FileNotFoundError):
+            self.error_log.unlink()  # only this attempt's messages
+        out = open(self.root_dir / "mariadbd.out", "ab")  # noqa: SIM115 - closed below
+        try:
+            self.process = subprocess.Popen(
+                self._server_cmd(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent
+                if self.die_with_parent and sys.platform.startswith("linux")
+                else None,
+            )
+        finally:
+            out.close()
+        assert self._finalizer is not None
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _emergency_cleanup, self.process, self.root_dir, self.keep)
+
+        deadline = time.monotonic() + self.startup_timeout
+        last_error: Exception | None = None
+        while True:
+            rc = self.process.poll()
+            if rc is not None:
+                log = _tail(self.error_log) + "\n" + _tail(self.root_dir / "mariadbd.out", 10)
+                if _BIND_ERROR_RE.search(log):
+                    self.process = None
+                    return False
+                raise MariaDBStartError(f"mariadbd exited with code {rc} during start-up:\n{log}")
+            if os.path.exists(self.socket):
+                try:
+                    conn = self.root_connection(connect_timeout=2)
+                    try:
+                        with conn.cursor() as cur:
+                            cur.execute("SELECT 1")
+                            if cur.fetchone() == (1,):
+                                return True
+                    finally:
+                        conn.close()
+                except pymysql.MySQLError as e:
+                    last_error = e
+            if time.monotonic() > deadline:
+                raise MariaDBStartError(
+                    f"mariadbd not ready after {self.startup_timeout:.0f}s (last error: {last_error!r}):\n"
+                    f"{_tail(self.error_log)}"
+                )
+            time.sleep(0.05)
+
+    def _post_start_setup(self) -> None:
+        u, p = self.repl_user, self.repl_password
+        with self.root_connection() as conn, conn.cursor() as cur:
+            # Keep the set-up out of the binlog: tests start from a binlog with no user events.
+            cur.execute("SET SESSION sql_log_bin = 0")
+            # mariadb-install-db's "normal" auth (non-root OS user) also creates password-less
+            # root@127.0.0.1, root@::1 and root@<hostname>: keep root reachable over the socket only.
+            cur.execute("SELECT host FROM mysql.user WHERE user = 'root' AND host <> 'localhost'")
+            for (host,) in cur.fetchall():
+                cur.execute("DROP USER 'root'@%s", (host,))
+            for host in ("127.0.0.1", "localhost"):
+                cur.execute("CREATE USER %s@%s IDENTIFIED BY %s", (u, host, p))
+                # MariaDB >= 10.5 renamed REPLICATION CLIENT to BINLOG MONITOR (the old name is an
+                # alias and shows as BINLOG MONITOR): it covers SHOW MASTER STATUS, SHOW BINARY LOGS
+                # and SHOW BINLOG EVENTS; REPLICATION SLAVE covers COM_BINLOG_DUMP(_GTID); SELECT is
+                # for reading table schemas (information_schema) like Canal does.
+                cur.execute("GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO %s@%s", (u, host))
+            cur.execute(
+                f"CREATE DATABASE IF NOT EXISTS `{self.database}` "
+                "CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci"
+            )
+            cur.execute("SELECT VERSION()")
+            self.version = cur.fetchone()[0]
+        m = re.match(r"(\d+)\.(\d+)\.(\d+)", self.version)
+        if m:
+            self.version_info = (int(m[1]), int(m[2]), int(m[3]))
+
+    def _kill_quietly(self) -> None:
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            with contextlib.suppress(Exception):
+                proc.wait(10)
+
+    # ------------------------------------------------------------------ connections
+    def root_connection(self, database: str | None = None, **kwargs: Any) -> pymysql.connections.Connection:
+        """A new PyMySQL connection as root over the unix socket (autocommit, utf8mb4,
+        session time_zone '+00:00')."""
+        params: dict[str, Any] = {
+            "unix_socket": self.socket,
+            "user": "root",
+            "password": "",
+            "charset": "utf8mb4",
+            "autocommit": True,
+            "init_command": "SET SESSION time_zone = '+00:00'",
+            "connect_timeout": 10,
+        }
+        if database is not None:
+            params["database"] = database
+        params.update(kwargs)
+        return pymysql.connect(**params)
+
+    def repl_params(self) -> dict[str, Any]:
+        """Keyword arguments for ``pymysql.connect`` as the replication user over TCP."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "user": self.repl_user,
+            "password": self.repl_password,
+        }
+
+    def repl_connection(self, **kwargs: Any) -> pymysql.connections.Connection:
+        """A new PyMySQL connection as the replication user over TCP (127.0.0.1)."""
+        params: dict[str, Any] = {**self.repl_params(), "charset": "utf8mb4", "autocommit": True}
+        params.update(kwargs)
+        return pymysql.connect(**params)
+
+    def execute(self, sql: str, args: Any = None, database: str | None = None) -> int:
+        """Run one statement as root (new connection, autocommit); returns the row count."""
+        with self.root_connection(database) as conn, conn.cursor() as cur:
+            return cur.execute(sql, args)
+
+    def query(self, sql: str, args: Any = None, database: str | None = None) -> list[tuple[Any, ...]]:
+        """Run one statement as root and return all rows as tuples."""
+        with self.root_connection(database) as conn, conn.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+
+    # ------------------------------------------------------------------ binlog helpers
+    def binlog_files(self) -> list[Path]:
+        """Absolute paths of the binlog files, in order (SHOW BINARY LOGS)."""
+        assert self.binlog_dir is not None
+        return [self.binlog_dir / row[0] for row in self.query("SHOW BINARY LOGS")]
+
+    def current_binlog(self) -> tuple[str, int]:
+        """(file name, position) of the end of the binlog (SHOW MASTER STATUS)."""
+        row = self.query("SHOW MASTER STATUS")[0]
+        return str(row[0]), int(row[1])
+
+    def flush_binary_logs(self) -> Path:
+        """FLUSH BINARY LOGS (rotate); returns the path of the new active binlog file."""
+        self.execute("FLUSH BINARY LOGS")
+        assert self.binlog_dir is not None
+        return self.binlog_dir / self.current_binlog()[0]
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else ("stopped" if self._stopped else "not started")
+        return (
+            f"<PrivateMariaDB {state} port={self.port} socket={self.socket!r} "
+            f"row_metadata={self.binlog_row_metadata} version={self.version!r}>"
+        )

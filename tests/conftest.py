@@ -1,0 +1,69 @@
+"""Shared pytest fixtures: private MariaDB servers and the shared binlog fixtures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pycanal.testing import PrivateMariaDB
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURES_DIR = REPO_ROOT.parent / "shared" / "fixtures" / "binlog"
+
+_SERVER_FIXTURES = {"mariadb", "mariadb_minimal", "mariadb_factory"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Tests that use a private server get the `mariadb` marker (so `-m "not mariadb"` works).
+    for item in items:
+        if _SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.mariadb)
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[PrivateMariaDB]:
+    """A private MariaDB for the whole session: ROW binlog, CRC32, binlog_row_metadata=FULL.
+
+    Started on first use, stopped at session end.  Shared by all tests: create your own
+    uniquely named tables in the `pycanal` database and do not assume an empty binlog
+    (use `current_binlog()` before your statements as the starting point)."""
+    with PrivateMariaDB(binlog_row_metadata="FULL") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def mariadb_minimal() -> Iterator[PrivateMariaDB]:
+    """Like `mariadb` but with binlog_row_metadata=MINIMAL (server_id 2)."""
+    with PrivateMariaDB(binlog_row_metadata="MINIMAL", server_id=2) as server:
+        yield server
+
+
+@pytest.fixture
+def mariadb_factory() -> Iterator[Callable[..., PrivateMariaDB]]:
+    """Start extra private servers with custom options, stopped when the test ends:
+    `db = mariadb_factory(extra_args=["--log-bin-compress=ON"])`."""
+    servers: list[PrivateMariaDB] = []
+
+    def start(**kwargs: Any) -> PrivateMariaDB:
+        server = PrivateMariaDB(**kwargs)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in reversed(servers):
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """`<repo>/../shared/fixtures/binlog`; a missing directory is an error, never a skip."""
+    if not FIXTURES_DIR.is_dir():
+        pytest.fail(
+            f"binlog fixtures directory {FIXTURES_DIR} is missing (expected next to the repository "
+            "as shared/fixtures/binlog)",
+            pytrace=False,
+        )
+    return FIXTURES_DIR
