@@ -1,0 +1,70 @@
+"""``pycanal binlog decode``: the seed-002 text layout, jsonl, positions and the demo job."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pycanal import demo
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pycanal.cli", *args], capture_output=True, text=True, check=False)
+
+
+def test_text_layout_mirrors_the_canal_client(fixtures_dir: Path) -> None:
+    out = run("binlog", "decode", str(fixtures_dir / "binlog-parser/mysql-bin.01"))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "*" * 52
+    assert lines[1].startswith("* Batch Id: [1] ,count : [4] , memsize : [386] , Time : ")
+    assert lines[2].startswith("* Start : [mysql-bin.01:120:1492065270000(")
+    assert "================> binlog[mysql-bin.01:120] , executeTime : 1492065270000 , delay : " in out.stdout
+    assert "BEGIN ----> Thread id: 1" in lines
+    assert any(
+        line.startswith(
+            "----------------> binlog[mysql-bin.01:258] , name[test_db,buildings] , eventType : INSERT , "
+            "executeTime : 1492065270000 , delay : "
+        )
+        for line in lines
+    )
+    assert "@2 : ACME Headquaters type=varchar(765) update=true" in lines
+    assert "END ----> transaction id: 9" in lines
+
+
+def test_jsonl_positions_and_start_stop(fixtures_dir: Path) -> None:
+    path = str(fixtures_dir / "binlog-parser/mysql-bin.01")
+    full = [json.loads(line) for line in run("binlog", "decode", "--format", "jsonl", path).stdout.splitlines()]
+    assert {r["type"] for r in full} >= {"BEGIN", "INSERT", "UPDATE", "DELETE", "COMMIT"}
+    keys = ["type", "file", "pos", "next_pos", "ts", "server_id", "gtid", "xid", "schema", "table", "columns",
+            "before", "after", "sql"]
+    assert all(list(r)[: len(keys)] == keys for r in full)
+    begin = next(r for r in full if r["type"] == "BEGIN" and r["pos"] > 4 and r is not full[0])
+    part = run("binlog", "decode", "--format", "jsonl", "--start-position", str(begin["pos"]), path)
+    assert [json.loads(line) for line in part.stdout.splitlines()] == [r for r in full if r["pos"] >= begin["pos"]]
+    stop = run("binlog", "decode", "--format", "jsonl", "--stop-position", str(begin["pos"]), path)
+    assert [json.loads(line) for line in stop.stdout.splitlines()] == [r for r in full if r["pos"] < begin["pos"]]
+
+
+def test_start_position_off_an_event_boundary_is_an_error(fixtures_dir: Path) -> None:
+    path = fixtures_dir / "binlog-parser/mysql-bin.01"
+    out = run("binlog", "decode", "--start-position", "125", str(path))
+    assert out.returncode != 0
+    assert out.stderr.strip() == f"pycanal: error: {path}, offset 125: start position 125 is not at an event boundary"
+
+
+@pytest.mark.mariadb
+def test_demo_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert demo.main() == 0
+    out = capfd.readouterr().out
+    assert "eventType : INSERT" in out and "eventType : UPDATE" in out and "eventType : DELETE" in out
+    assert "sql ----> ALTER TABLE shop.customers ADD COLUMN phone VARCHAR(20) AFTER email" in out
+    records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    phone = [r for r in records if r["type"] == "UPDATE" and r["table"] == "customers" and "phone" in r["columns"]]
+    assert phone and phone[-1]["after"][3] == "+1-555-0100"
+    assert any(r["after"] and "Zoë 🚀" in r["after"] for r in records)
