@@ -34,17 +34,28 @@ def workload(db: PrivateMariaDB, seed: int = 7) -> None:
         db.execute(ddl)
     names = ["Ada Lovelace", "Grace Hopper", "Édith Piaf", "李小龙", "Zoë 🚀"]
     for i, name in enumerate(names, 1):
-        db.execute("INSERT INTO shop.customers (id, name, email) VALUES (%s, %s, %s)",
-                   (i, name, f"c{i}@example.com"))
+        db.execute(
+            "INSERT INTO shop.customers (id, name, email) VALUES (%s, %s, %s)", (i, name, f"c{i}@example.com")
+        )
     for i in range(1, 6):
-        db.execute("INSERT INTO shop.products VALUES (%s, %s, %s, %s, %s, %s)",
-                   (i, f"Product {i}", f"{rnd.randrange(100, 99999) / 100:.2f}", rnd.randrange(0, 500),
-                    rnd.choice(["new", "sale,eco", ""]), '{"weight_g": %d, "color": "blue"}' % (i * 100)))
+        db.execute(
+            "INSERT INTO shop.products VALUES (%s, %s, %s, %s, %s, %s)",
+            (
+                i,
+                f"Product {i}",
+                f"{rnd.randrange(100, 99999) / 100:.2f}",
+                rnd.randrange(0, 500),
+                rnd.choice(["new", "sale,eco", ""]),
+                f'{{"weight_g": {i * 100}, "color": "blue"}}',
+            ),
+        )
     with db.root_connection() as conn, conn.cursor() as cur:
         cur.execute("BEGIN")
         for i in range(1, 9):
-            cur.execute("INSERT INTO shop.orders VALUES (%s, %s, 'new', %s, '2026-11-21 10:00:00.123456')",
-                        (i, rnd.randrange(1, 6), f"{rnd.randrange(100, 50000) / 100:.2f}"))
+            cur.execute(
+                "INSERT INTO shop.orders VALUES (%s, %s, 'new', %s, '2026-11-21 10:00:00.123456')",
+                (i, rnd.randrange(1, 6), f"{rnd.randrange(100, 50000) / 100:.2f}"),
+            )
         cur.execute("COMMIT")
     db.execute("UPDATE shop.orders SET status = 'paid' WHERE id <= 4")
     db.execute("UPDATE shop.customers SET vip = TRUE, email = NULL WHERE id = 2")

@@ -332,30 +332,20 @@ class EventDecoder:
         if codec == "?":
             codec = "utf-8"
         query = bytes(raw).decode(codec, "surrogateescape")
+        fields = {
+            "thread_id": thread_id,
+            "exec_time": exec_time,
+            "error_code": error_code,
+            "schema": schema,
+            "query": query,
+            "status": status,
+        }
         if execute_load:
             file_id, start, end, dup = struct.unpack_from("<IIIB", body, 13)
             return ev.ExecuteLoadQueryEvent(
-                *h,
-                thread_id=thread_id,
-                exec_time=exec_time,
-                error_code=error_code,
-                schema=schema,
-                query=query,
-                status=status,
-                file_id=file_id,
-                fn_pos_start=start,
-                fn_pos_end=end,
-                dup_handling=dup,
+                *h, **fields, file_id=file_id, fn_pos_start=start, fn_pos_end=end, dup_handling=dup
             )
-        return ev.QueryEvent(
-            *h,
-            thread_id=thread_id,
-            exec_time=exec_time,
-            error_code=error_code,
-            schema=schema,
-            query=query,
-            status=status,
-        )
+        return ev.QueryEvent(*h, **fields)
 
     def _table_map(self, h: tuple, body: bytes) -> ev.TableMapEvent:
         key = bytes(body)

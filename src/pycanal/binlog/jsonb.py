@@ -34,6 +34,7 @@ import struct
 from decimal import Decimal
 
 from pycanal.binlog.errors import BinlogError
+from pycanal.binlog.values import decimal_size, make_decimal_decoder
 
 __all__ = [
     "DIFF_INSERT",
@@ -103,7 +104,6 @@ _CONTAINER_NAMES = {
     _LARGE_ARRAY: "large array",
 }
 # Bytes used by the binary DECIMAL format for a group of 0..9 leftover digits.
-_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _MAX_DECIMAL_DIGITS = 81  # DECIMAL_MAX_POSSIBLE_PRECISION: nine 9-digit words
 
 
@@ -313,50 +313,19 @@ def _mysql_base64(data: bytes) -> str:
 
 
 def _decimal(data: bytes, at: int) -> Decimal:
-    """Decode ``precision scale decimal2bin(...)``: 9-digit groups in big-endian 4-byte words,
-    leftover digits in 1-4 bytes, sign in the inverted top bit, negatives stored bit-flipped."""
+    """Decode ``precision scale decimal2bin(...)``, the binlog's own DECIMAL encoding."""
     if len(data) < 2:
         raise _err(f"DECIMAL opaque value of {len(data)} bytes lacks precision and scale", at)
     precision, scale = data[0], data[1]
     if not 1 <= precision <= _MAX_DECIMAL_DIGITS or scale > precision:
         raise _err(f"DECIMAL has impossible precision {precision} / scale {scale}", at)
-    intg = precision - scale
-    lead, full_int = intg % 9, intg // 9
-    full_frac, trail = scale // 9, scale % 9
-    expected = _DIG2BYTES[lead] + 4 * full_int + 4 * full_frac + _DIG2BYTES[trail]
+    expected = decimal_size(precision, scale)
     if len(data) - 2 != expected:
-        raise _err(
-            f"DECIMAL({precision},{scale}) needs {expected} bytes, got {len(data) - 2}",
-            at + 2,
-        )
-    body = bytearray(data[2:])
-    negative = not body[0] & 0x80
-    body[0] ^= 0x80
-    if negative:
-        body = bytearray(b ^ 0xFF for b in body)
-    pos = 0
-    parts: list[str] = []
-
-    def group(n_digits: int, n_bytes: int) -> None:
-        nonlocal pos
-        word = int.from_bytes(body[pos : pos + n_bytes], "big")
-        if word >= 10**n_digits:
-            raise _err(f"DECIMAL group {word} has more than {n_digits} digits", at + 2 + pos)
-        parts.append(f"{word:0{n_digits}d}")
-        pos += n_bytes
-
-    if lead:
-        group(lead, _DIG2BYTES[lead])
-    for _ in range(full_int):
-        group(9, 4)
-    int_part = "".join(parts) or "0"
-    parts.clear()
-    for _ in range(full_frac):
-        group(9, 4)
-    if trail:
-        group(trail, _DIG2BYTES[trail])
-    text = int_part + ("." + "".join(parts) if scale else "")
-    return Decimal(("-" if negative else "") + text)
+        raise _err(f"DECIMAL({precision},{scale}) needs {expected} bytes, got {len(data) - 2}", at + 2)
+    try:
+        return make_decimal_decoder(precision, scale)(bytes(data), 2)
+    except ValueError as exc:
+        raise _err(f"DECIMAL({precision},{scale}): {exc}", at + 2) from None
 
 
 def _temporal(field_type: int, data: bytes, at: int) -> str:

@@ -8,6 +8,7 @@ DECIMAL decodes to ``decimal.Decimal`` keeping every scale digit.
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 import time
@@ -30,7 +31,7 @@ def decimal_lines(precision: int, scale: int, v: str) -> list[str]:
     inverted for negatives: read as one integer, that is one XOR, then fixed shifts per group.
     The source needs ``_int`` (int.from_bytes) and ``_D`` (Decimal) in its namespace.
     """
-    if not (0 < precision <= 65 and 0 <= scale <= 30 and scale <= precision):
+    if not (0 < precision <= 81 and 0 <= scale <= precision):  # 81: the server's internal maximum
         raise ValueError(f"bad DECIMAL({precision},{scale})")
     intg = precision - scale
     size = decimal_size(precision, scale)
@@ -77,6 +78,7 @@ def decimal_lines(precision: int, scale: int, v: str) -> list[str]:
     return lines
 
 
+@functools.lru_cache(maxsize=256)
 def make_decimal_decoder(precision: int, scale: int):
     """Return ``decode(buf, pos) -> Decimal`` for NEWDECIMAL(precision, scale)."""
     src = "def decode(buf, pos):\n" + "".join(
