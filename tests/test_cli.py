@@ -13,7 +13,9 @@ from pycanal import demo
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pycanal.cli", *args], capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pycanal.cli", *args], capture_output=True, text=True, check=False
+    )
 
 
 def test_text_layout_mirrors_the_canal_client(fixtures_dir: Path) -> None:
@@ -38,23 +40,46 @@ def test_text_layout_mirrors_the_canal_client(fixtures_dir: Path) -> None:
 
 def test_jsonl_positions_and_start_stop(fixtures_dir: Path) -> None:
     path = str(fixtures_dir / "binlog-parser/mysql-bin.01")
-    full = [json.loads(line) for line in run("binlog", "decode", "--format", "jsonl", path).stdout.splitlines()]
+    full = [
+        json.loads(line) for line in run("binlog", "decode", "--format", "jsonl", path).stdout.splitlines()
+    ]
     assert {r["type"] for r in full} >= {"BEGIN", "INSERT", "UPDATE", "DELETE", "COMMIT"}
-    keys = ["type", "file", "pos", "next_pos", "ts", "server_id", "gtid", "xid", "schema", "table", "columns",
-            "before", "after", "sql"]
+    keys = [
+        "type",
+        "file",
+        "pos",
+        "next_pos",
+        "ts",
+        "server_id",
+        "gtid",
+        "xid",
+        "schema",
+        "table",
+        "columns",
+        "before",
+        "after",
+        "sql",
+    ]
     assert all(list(r)[: len(keys)] == keys for r in full)
     begin = next(r for r in full if r["type"] == "BEGIN" and r["pos"] > 4 and r is not full[0])
     part = run("binlog", "decode", "--format", "jsonl", "--start-position", str(begin["pos"]), path)
-    assert [json.loads(line) for line in part.stdout.splitlines()] == [r for r in full if r["pos"] >= begin["pos"]]
+    assert [json.loads(line) for line in part.stdout.splitlines()] == [
+        r for r in full if r["pos"] >= begin["pos"]
+    ]
     stop = run("binlog", "decode", "--format", "jsonl", "--stop-position", str(begin["pos"]), path)
-    assert [json.loads(line) for line in stop.stdout.splitlines()] == [r for r in full if r["pos"] < begin["pos"]]
+    assert [json.loads(line) for line in stop.stdout.splitlines()] == [
+        r for r in full if r["pos"] < begin["pos"]
+    ]
 
 
 def test_start_position_off_an_event_boundary_is_an_error(fixtures_dir: Path) -> None:
     path = fixtures_dir / "binlog-parser/mysql-bin.01"
     out = run("binlog", "decode", "--start-position", "125", str(path))
     assert out.returncode != 0
-    assert out.stderr.strip() == f"pycanal: error: {path}, offset 125: start position 125 is not at an event boundary"
+    assert (
+        out.stderr.strip()
+        == f"pycanal: error: {path}, offset 125: start position 125 is not at an event boundary"
+    )
 
 
 @pytest.mark.mariadb
@@ -65,6 +90,8 @@ def test_demo_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest
     assert "eventType : INSERT" in out and "eventType : UPDATE" in out and "eventType : DELETE" in out
     assert "sql ----> ALTER TABLE shop.customers ADD COLUMN phone VARCHAR(20) AFTER email" in out
     records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    phone = [r for r in records if r["type"] == "UPDATE" and r["table"] == "customers" and "phone" in r["columns"]]
+    phone = [
+        r for r in records if r["type"] == "UPDATE" and r["table"] == "customers" and "phone" in r["columns"]
+    ]
     assert phone and phone[-1]["after"][3] == "+1-555-0100"
     assert any(r["after"] and "Zoë 🚀" in r["after"] for r in records)

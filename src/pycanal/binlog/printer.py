@@ -36,9 +36,24 @@ _TYPE_NAMES = {
 
 
 # Bytes per character of the multi-byte charsets: CHAR/VARCHAR metadata counts bytes.
-_MBMAXLEN = {"utf8mb4": 4, "utf8mb3": 3, "utf8": 3, "ucs2": 2, "utf16": 4, "utf16le": 4, "utf32": 4,
-             "gbk": 2, "gb2312": 2, "gb18030": 4, "big5": 2, "sjis": 2, "cp932": 2, "euckr": 2,
-             "ujis": 3, "eucjpms": 3}
+_MBMAXLEN = {
+    "utf8mb4": 4,
+    "utf8mb3": 3,
+    "utf8": 3,
+    "ucs2": 2,
+    "utf16": 4,
+    "utf16le": 4,
+    "utf32": 4,
+    "gbk": 2,
+    "gb2312": 2,
+    "gb18030": 4,
+    "big5": 2,
+    "sjis": 2,
+    "cp932": 2,
+    "euckr": 2,
+    "ujis": 3,
+    "eucjpms": 3,
+}
 
 
 def _chars(tm: TableMap, i: int, nbytes: int) -> int:
