@@ -24,6 +24,8 @@ _DDL = re.compile(
 )
 _BEGIN = re.compile(r"^\s*(BEGIN|XA\s+START)\b", re.IGNORECASE)
 _COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
+# The outcome of a prepared XA transaction (Canal's XACOMMIT / XAROLLBACK event types).
+_XA_OUTCOME = re.compile(r"^\s*XA\s+(COMMIT|ROLLBACK)\b(?!.*\bONE\s+PHASE\s*$)", re.IGNORECASE | re.DOTALL)
 
 
 def is_ddl(sql: str) -> bool:
@@ -143,11 +145,19 @@ class Recorder:
             elif _COMMIT.match(sql):
                 yield self._base(e, "COMMIT", schema=e.schema or None)
                 self.gtid = None
+            elif m := _XA_OUTCOME.match(sql):
+                yield self._base(e, "XA" + m.group(1).upper(), schema=e.schema or None, sql=sql)
+                self.gtid = None
             else:
                 kind = "DDL" if is_ddl(sql) else "QUERY"
                 yield self._base(e, kind, schema=e.schema or None, sql=sql)
                 if kind == "DDL":
                     self.gtid = None
+        elif isinstance(e, ev.XaPrepareEvent):
+            # The prepared group ends here; its outcome is a later XACOMMIT / XAROLLBACK record.
+            xid = f"X'{e.gtrid.hex()}',X'{e.bqual.hex()}',{e.format_id}"
+            yield self._base(e, "XAPREPARE", sql=f"XA PREPARE {xid}")
+            self.gtid = None
         elif isinstance(e, ev.XidEvent):
             yield self._base(e, "COMMIT", xid=e.xid)
             self.gtid = None

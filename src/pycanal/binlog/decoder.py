@@ -326,11 +326,8 @@ class EventDecoder:
         raw = body[p:]
         if compressed:
             raw = _mariadb_uncompress(raw)
-        codec = "utf-8"
-        if "charset_client" in status:
-            codec = self.codec_for(status["charset_client"]) or "latin-1"
-        if codec == "?":
-            codec = "utf-8"
+        # Statement text is in the client charset; a binary client sends bytes, kept as latin-1.
+        codec = self._text_codec(status.get("charset_client")) or "latin-1"
         query = bytes(raw).decode(codec, "surrogateescape")
         fields = {
             "thread_id": thread_id,
@@ -346,6 +343,17 @@ class EventDecoder:
                 *h, **fields, file_id=file_id, fn_pos_start=start, fn_pos_end=end, dup_handling=dup
             )
         return ev.QueryEvent(*h, **fields)
+
+    def _text_codec(self, collation: int | None) -> str | None:
+        """The codec for a collation id; UTF-8 when the id is absent or unknown (text, not rows:
+        ``surrogateescape`` keeps any byte it cannot decode)."""
+        if collation is None:
+            return "utf-8"
+        try:
+            codec = self.codec_for(collation)
+        except KeyError:
+            return "utf-8"
+        return "utf-8" if codec == "?" else codec
 
     def _table_map(self, h: tuple, body: bytes) -> ev.TableMapEvent:
         key = bytes(body)
@@ -466,7 +474,8 @@ class EventDecoder:
             import zstandard
 
             try:
-                raw = zstandard.ZstdDecompressor().decompress(bytes(payload), max_output_size=max(usize, 1))
+                # Streaming, so a corrupt size field never decides how much memory is allocated.
+                raw = zstandard.ZstdDecompressor().decompressobj().decompress(bytes(payload))
             except zstandard.ZstdError as exc:
                 raise BinlogError(f"TRANSACTION_PAYLOAD does not decompress: {exc}") from None
         elif compression == _COMPRESSION_NONE:
@@ -509,10 +518,8 @@ class EventDecoder:
         var_flags = body[p] if p < len(body) else 0
         value: Any
         if vtype == 0:
-            codec = self.codec_for(charset)
-            value = (
-                raw if codec is None else raw.decode("utf-8" if codec == "?" else codec, "surrogateescape")
-            )
+            codec = self._text_codec(charset)
+            value = raw if codec is None else raw.decode(codec, "surrogateescape")
         elif vtype == 1:
             value = struct.unpack("<d", raw)[0]
         elif vtype == 2:

@@ -79,10 +79,13 @@ def iter_events(
                 raise BinlogError(f"start position {start} is not at an event boundary", source, start)
             aligned = True
         yield decoder.decode(raw, pos)
+    # The end of the file is a valid start (nothing new yet); anything else unmatched is not.
     if start > len(data):
         raise BinlogError(
             f"start position {start} is past the end of the file ({len(data)} bytes)", source, start
         )
+    if not aligned and 4 < start < len(data):
+        raise BinlogError(f"start position {start} is not at an event boundary", source, start)
 
 
 def read_events(
