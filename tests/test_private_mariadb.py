@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pymysql
@@ -174,14 +176,19 @@ def test_extra_args_and_stop_leaves_nothing(mariadb_factory) -> None:
     db.stop()  # idempotent
 
 
-def test_keep_leaves_the_directory(tmp_path: Path) -> None:
-    db = PrivateMariaDB(keep=True, base_dir=tmp_path)
-    with db:
-        db.execute("CREATE TABLE pycanal.kept (id INT)")
-    assert not db.running
-    assert db.root_dir is not None and db.root_dir.parent == tmp_path
-    assert (db.datadir / "pycanal" / "kept.frm").exists()  # type: ignore[operator]
-    assert (db.binlog_dir / "mysql-bin.000001").exists()  # type: ignore[operator]
+def test_keep_leaves_the_directory() -> None:
+    # A short base dir of its own: pytest's tmp_path can be too long for the server's socket path.
+    base = Path(tempfile.mkdtemp(prefix="pck-"))
+    try:
+        db = PrivateMariaDB(keep=True, base_dir=base)
+        with db:
+            db.execute("CREATE TABLE pycanal.kept (id INT)")
+        assert not db.running
+        assert db.root_dir is not None and db.root_dir.parent == base
+        assert (db.datadir / "pycanal" / "kept.frm").exists()  # type: ignore[operator]
+        assert (db.binlog_dir / "mysql-bin.000001").exists()  # type: ignore[operator]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_start_failure_reports_error_log() -> None:
