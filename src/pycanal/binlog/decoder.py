@@ -112,7 +112,10 @@ class EventDecoder:
 
     ``source`` names the file or stream in errors. ``checksum`` says whether events end in a
     CRC32: ``None`` learns it from the FORMAT_DESCRIPTION event (files always start with one;
-    a replication stream's first artificial ROTATE is checked both ways).
+    a replication stream's first artificial ROTATE is checked both ways). ``table_meta``, when
+    given, maps each decoded TABLE_MAP to one completed from the schema history (names, signedness,
+    charsets, ENUM/SET labels the binlog did not log); it must return the same object for the same
+    schema version, since compiled row decoders are kept on it.
     """
 
     def __init__(
@@ -123,18 +126,19 @@ class EventDecoder:
         verify_checksum: bool = True,
         checksum: bool | None = None,
         codec_for: Callable[[int], str | None] = codec_for_collation,
+        table_meta: Callable[[TableMap], TableMap] | None = None,
     ) -> None:
         self.source = source
         self.file = file
         self.verify_checksum = verify_checksum
         self.checksum = checksum
         self.codec_for = codec_for
+        self.table_meta = table_meta
         self.fde: ev.FormatDescriptionEvent | None = None
         self._post_header = b""
         self._permute: dict[int, int] | None = None
         self.tables: dict[int, TableMap] = {}
         self._table_cache: dict[bytes, TableMap] = {}
-        self._row_decoders: dict[tuple, Any] = {}
 
     # ------------------------------------------------------------------ framing
     def decode(self, data: bytes, pos: int) -> ev.Event:
@@ -363,6 +367,9 @@ class EventDecoder:
             if len(self._table_cache) > 4096:
                 self._table_cache.clear()
             self._table_cache[key] = tm
+        if self.table_meta is not None:
+            # The schema history fills in what the binlog did not log (names, charsets, labels).
+            tm = self.table_meta(tm)
         self.tables[tm.table_id] = tm
         return ev.TableMapEvent(*h, table_map=tm)
 
@@ -423,14 +430,13 @@ class EventDecoder:
                 f"rows event has {ncols} columns but the TABLE_MAP of {tm.schema}.{tm.table} has {tm.column_count}"
             )
         partial = typ == E.PARTIAL_UPDATE_ROWS
-        key = (tm.raw, bitmap1, bytes(body[p - nb : p]) if kind == "UPDATE" else b"", kind, partial)
-        decode = self._row_decoders.get(key)
+        # Decoders live on the TableMap object: a new schema version is a new object.
+        key = (bitmap1, bytes(body[p - nb : p]) if kind == "UPDATE" else b"", kind, partial)
+        decode = tm.decoders.get(key)
         if decode is None:
             specs = column_specs(tm, self.codec_for)
             decode = build_decoder(specs, before, after, partial_json=partial)
-            if len(self._row_decoders) > 4096:
-                self._row_decoders.clear()
-            self._row_decoders[key] = decode
+            tm.decoders[key] = decode
         source, pos = self.source, h[6]
 
         def rows() -> list:

@@ -63,6 +63,8 @@ class TableMap:
     visible: list[bool] | None = None
     vector_dims: list[int | None] | None = None
     raw: bytes = field(default=b"", repr=False)
+    # Compiled row decoders for this layout, keyed by the rows event's column bitmaps.
+    decoders: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def column_count(self) -> int:
