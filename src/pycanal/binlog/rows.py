@@ -202,7 +202,7 @@ class _Gen:
             return [f"{v} = _int(buf[pos:pos + 3], 'little', signed={not c.unsigned})", "pos += 3"]
         if t == T.NEWDECIMAL:
             precision, scale = meta >> 8, meta & 0xFF
-            return values.decimal_lines(precision, scale, v) + [
+            return values.decimal_lines(precision, scale, v, self.const) + [
                 f"pos += {values.decimal_size(precision, scale)}"
             ]
         if t == T.DATETIME2:

@@ -16,6 +16,9 @@ from decimal import Decimal
 
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _FLOAT = struct.Struct("<f")
+# Zero-padded numbers by lookup: formatting dominates DECIMAL and temporal decoding otherwise.
+P2 = tuple(f"{i:02d}" for i in range(100))
+Y4 = tuple(f"{i:04d}" for i in range(10000))
 
 
 def decimal_size(precision: int, scale: int) -> int:
@@ -24,67 +27,76 @@ def decimal_size(precision: int, scale: int) -> int:
     return (intg // 9) * 4 + _DIG2BYTES[intg % 9] + (scale // 9) * 4 + _DIG2BYTES[scale % 9]
 
 
-def decimal_lines(precision: int, scale: int, v: str) -> list[str]:
+def decimal_lines(precision: int, scale: int, v: str, const) -> list[str]:
     """Straight-line source decoding NEWDECIMAL(precision, scale) at ``buf[pos]`` into ``v``.
 
-    The value is big-endian base-10^9 groups, sign in the top bit (set for positive), every bit
-    inverted for negatives: read as one integer, that is one XOR, then fixed shifts per group.
-    The source needs ``_int`` (int.from_bytes) and ``_D`` (Decimal) in its namespace.
+    The value is big-endian base-10^9 groups (a shorter group for leftover leading integer and
+    trailing fraction digits), the sign in the top bit (set for positive), every bit inverted
+    for negatives. One ``struct`` call reads all groups. ``const(value, prefix)`` registers a
+    helper in the generated code's namespace and returns its name; the source also needs
+    ``_D`` (Decimal), ``_P2`` and ``_Y4`` (the zero-padded number tables).
     """
     if not (0 < precision <= 81 and 0 <= scale <= precision):  # 81: the server's internal maximum
         raise ValueError(f"bad DECIMAL({precision},{scale})")
     intg = precision - scale
-    size = decimal_size(precision, scale)
-    bits = size * 8
-    sign = 1 << (bits - 1)
-    full = (1 << bits) - 1
-    # Groups from the least significant end: (bits, is_fraction, digits).
-    groups: list[tuple[int, bool, int]] = []
-    if scale % 9:
-        groups.append((_DIG2BYTES[scale % 9] * 8, True, scale % 9))
-    groups += [(32, True, 9)] * (scale // 9)
-    groups += [(32, False, 9)] * (intg // 9)
+    # Groups from the most significant end: (bytes, digits, is_fraction).
+    groups: list[tuple[int, int, bool]] = []
     if intg % 9:
-        groups.append((_DIG2BYTES[intg % 9] * 8, False, intg % 9))
-    lines = [
-        f"x = _int(buf[pos:pos + {size}], 'big')",
-        f"if x & {sign}:",
-        f"    x ^= {sign}",
-        "    s = ''",
-        "else:",
-        f"    x = (~x & {full}) ^ {sign}",
-        "    s = '-'",
-    ]
-    shift = 0
-    checks = []
-    parts: dict[bool, list[str]] = {True: [], False: []}
-    weight = {True: 1, False: 1}
-    for n, (nbits, is_frac, digits) in enumerate(groups):
-        g = f"g{n}"
-        lines.append(
-            f"{g} = (x >> {shift}) & {(1 << nbits) - 1}" if shift else f"{g} = x & {(1 << nbits) - 1}"
-        )
-        checks.append(f"{g} > {10**digits - 1}")
-        parts[is_frac].append(f"{g} * {weight[is_frac]}" if weight[is_frac] > 1 else g)
-        weight[is_frac] *= 10**digits
-        shift += nbits
-    if checks:
-        lines += [f"if {' or '.join(checks)}:", "    raise ValueError('DECIMAL digit group out of range')"]
-    ipart = " + ".join(parts[False]) or "0"
+        groups.append((_DIG2BYTES[intg % 9], intg % 9, False))
+    groups += [(4, 9, False)] * (intg // 9)
+    groups += [(4, 9, True)] * (scale // 9)
+    if scale % 9:
+        groups.append((_DIG2BYTES[scale % 9], scale % 9, True))
+    codes, targets, joins = [], [], []
+    for n, (nbytes, _, _) in enumerate(groups):
+        if nbytes == 3:  # no 3-byte struct code: a byte and a short
+            codes.append("BH")
+            targets += [f"a{n}", f"b{n}"]
+            joins.append(f"g{n} = a{n} << 16 | b{n}")
+        else:
+            codes.append({1: "B", 2: "H", 4: "I"}[nbytes])
+            targets.append(f"g{n}")
+    st = const(struct.Struct(">" + "".join(codes)), "_st")
+    lines = [f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {st}.unpack_from(buf, pos)", *joins]
+    sign = 1 << (groups[0][0] * 8 - 1)
+    lines += [f"if g0 & {sign}:", f"    g0 ^= {sign}", "    s = ''", "else:"]
+    lines += [f"    g{n} = {(1 << (nbytes * 8)) - 1} - g{n}" for n, (nbytes, _, _) in enumerate(groups)]
+    lines += [f"    g0 ^= {sign}", "    s = '-'"]
+    checks = [f"g{n} > {10**digits - 1}" for n, (_, digits, _) in enumerate(groups)]
+    lines += [f"if {' or '.join(checks)}:", "    raise ValueError('DECIMAL digit group out of range')"]
+
+    def combine(frac: bool) -> str:
+        members = [(n, digits) for n, (_, digits, is_frac) in enumerate(groups) if is_frac == frac]
+        terms, weight = [], 1
+        for n, digits in reversed(members):
+            terms.append(f"g{n} * {weight}" if weight > 1 else f"g{n}")
+            weight *= 10**digits
+        return " + ".join(reversed(terms)) or "0"
+
     if scale:
-        lines.append(f"{v} = _D(f'{{s}}{{{ipart}}}.{{{' + '.join(parts[True])}:0{scale}d}}')")
+        # Zero-padded fraction digits: table lookups beat format specs on the hot path.
+        frac = combine(True)
+        padded = {1: f"{{{frac}}}", 2: f"{{_P2[{frac}]}}", 4: f"{{_Y4[{frac}]}}"}.get(
+            scale, f"{{{frac}:0{scale}d}}"
+        )
+        lines.append(f"{v} = _D(f'{{s}}{{{combine(False)}}}.{padded}')")
     else:
-        lines.append(f"{v} = _D(f'{{s}}{{{ipart}}}')")
+        lines.append(f"{v} = _D(f'{{s}}{{{combine(False)}}}')")
     return lines
 
 
 @functools.lru_cache(maxsize=256)
 def make_decimal_decoder(precision: int, scale: int):
     """Return ``decode(buf, pos) -> Decimal`` for NEWDECIMAL(precision, scale)."""
+    ns: dict = {"_D": Decimal, "_P2": P2, "_Y4": Y4}
+
+    def const(value: object, prefix: str) -> str:
+        ns[prefix] = value
+        return prefix
+
     src = "def decode(buf, pos):\n" + "".join(
-        f"    {line}\n" for line in decimal_lines(precision, scale, "v") + ["return v"]
+        f"    {line}\n" for line in decimal_lines(precision, scale, "v", const) + ["return v"]
     )
-    ns: dict = {"_int": int.from_bytes, "_D": Decimal}
     exec(compile(src, f"<DECIMAL({precision},{scale})>", "exec"), ns)
     return ns["decode"]
 
@@ -109,11 +121,6 @@ def frac_micro(buf: bytes, pos: int, fsp: int) -> int:
         return 0
     v = int.from_bytes(buf[pos : pos + n], "big")
     return v * (10000, 100, 1)[n - 1]
-
-
-# Zero-padded numbers by lookup: formatting dominates temporal decoding otherwise.
-P2 = tuple(f"{i:02d}" for i in range(100))
-Y4 = tuple(f"{i:04d}" for i in range(10000))
 
 
 def datetime2_lines(fsp: int, v: str) -> list[str]:
