@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import struct
-import sys
 import time
 from decimal import Decimal
 
@@ -101,11 +100,6 @@ def make_decimal_decoder(precision: int, scale: int):
     return ns["decode"]
 
 
-def old_decimal(raw: bytes) -> Decimal:
-    """Pre-5.0.3 DECIMAL: the value is stored as its ASCII text, space padded."""
-    return Decimal(raw.decode("ascii").strip())
-
-
 def frac_size(fsp: int) -> int:
     """Bytes of the fractional part of TIME2/DATETIME2/TIMESTAMP2 with ``fsp`` digits."""
     return (fsp + 1) // 2
@@ -139,20 +133,6 @@ def datetime2_lines(fsp: int, v: str) -> list[str]:
     if fsp:
         lines.append(f"{v} += _v.frac_text(_v.frac_micro(buf, pos + 5, {fsp}), {fsp})")
     return lines
-
-
-def datetime2(buf: bytes, pos: int, fsp: int) -> str:
-    """DATETIME(fsp) at ``buf[pos]`` (see ``datetime2_lines``)."""
-    return _datetime2_decoders[fsp](buf, pos)
-
-
-def _compile_datetime2(fsp: int):
-    src = "def decode(buf, pos):\n" + "".join(
-        f"    {line}\n" for line in datetime2_lines(fsp, "v") + ["return v"]
-    )
-    ns: dict = {"_int": int.from_bytes, "_Y4": Y4, "_P2": P2, "_v": sys.modules[__name__]}
-    exec(compile(src, f"<DATETIME2({fsp})>", "exec"), ns)
-    return ns["decode"]
 
 
 def timestamp2(buf: bytes, pos: int, fsp: int) -> str:
@@ -243,6 +223,3 @@ def float32(v: float) -> float:
         except OverflowError:  # a rounded candidate above FLT_MAX
             continue
     return v
-
-
-_datetime2_decoders = tuple(_compile_datetime2(fsp) for fsp in range(7))
