@@ -718,3 +718,15 @@ def test_latin1_enum_and_set_labels(mariadb: PrivateMariaDB) -> None:
         "latin1_labels",
     )
     assert rows == [(1, "é", ["ü", "x"]), (2, "€", [])]
+
+
+def test_mariadb_year_has_a_signedness_bit(mariadb_minimal: PrivateMariaDB) -> None:
+    # MariaDB's SIGNEDNESS bitmap has a bit for YEAR (MySQL's has none): the columns after a
+    # YEAR must keep their own signedness.
+    rows = _single_row(
+        mariadb_minimal,
+        "CREATE TABLE {t} (y YEAR, b INT, c INT UNSIGNED, d INT, e TINYINT UNSIGNED)",
+        "INSERT INTO {t} VALUES (2001, -1, 5, -7, 255)",
+        "year_signedness",
+    )
+    assert rows == [(2001, -1, 5, -7, 255)]

@@ -140,6 +140,12 @@ class EventDecoder:
         self.tables: dict[int, TableMap] = {}
         self._table_cache: dict[bytes, TableMap] = {}
 
+    def reset_stream(self) -> None:
+        """Forget per-stream state before a new dump: the checksum setting is learned again (the
+        server's first artificial ROTATE precedes its FORMAT_DESCRIPTION) and TABLE_MAPs clear."""
+        self.checksum = None
+        self.tables.clear()
+
     # ------------------------------------------------------------------ framing
     def decode(self, data: bytes, pos: int) -> ev.Event:
         """Decode one complete event (header, body and checksum if any) read at offset ``pos``."""
@@ -363,7 +369,8 @@ class EventDecoder:
         key = bytes(body)
         tm = self._table_cache.get(key)
         if tm is None:
-            tm = decode_table_map(key, self.post_header_len(E.TABLE_MAP))
+            mariadb = self.fde is not None and self.fde.is_mariadb
+            tm = decode_table_map(key, self.post_header_len(E.TABLE_MAP), mariadb)
             if len(self._table_cache) > 4096:
                 self._table_cache.clear()
             self._table_cache[key] = tm

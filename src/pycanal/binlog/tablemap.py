@@ -13,8 +13,10 @@ from .constants import ColumnType as T
 from .errors import BinlogError
 from .packed import read_packed_bytes, read_packed_int
 
-# Column types whose values are numbers with a sign (SIGNEDNESS covers exactly these).
+# Column types whose values are numbers with a sign (MySQL's SIGNEDNESS covers exactly these).
 NUMERIC_TYPES = frozenset({T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG, T.NEWDECIMAL, T.FLOAT, T.DOUBLE})
+# MariaDB's YEAR is a TINYINT underneath and has a SIGNEDNESS bit of its own.
+MARIADB_NUMERIC_TYPES = NUMERIC_TYPES | {T.YEAR}
 # Types that carry a collation in DEFAULT_CHARSET/COLUMN_CHARSET (ENUM/SET have their own lists).
 # The server counts GEOMETRY (a BLOB underneath) and VECTOR here too, with the binary collation.
 CHARACTER_TYPES = frozenset(
@@ -62,9 +64,11 @@ class TableMap:
     geometry_types: list[int | None] | None = None
     visible: list[bool] | None = None
     vector_dims: list[int | None] | None = None
+    # Declared column types (``varchar(64)``, ``bigint(20) unsigned``) from the schema history.
+    column_types: list[str] | None = None
     raw: bytes = field(default=b"", repr=False)
     # Compiled row decoders for this layout, keyed by the rows event's column bitmaps.
-    decoders: dict = field(default_factory=dict, repr=False, compare=False)
+    decoders: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def column_count(self) -> int:
@@ -123,8 +127,8 @@ def _bits_msb(buf: bytes, pos: int, end: int, n: int) -> list[bool]:
     return [bool(buf[pos + i // 8] & (0x80 >> (i % 8))) for i in range(n)]
 
 
-def decode_table_map(body: bytes, post_header_len: int) -> TableMap:
-    """Decode a TABLE_MAP body (header and checksum removed)."""
+def decode_table_map(body: bytes, post_header_len: int, mariadb: bool = False) -> TableMap:
+    """Decode a TABLE_MAP body (header and checksum removed); ``mariadb`` if a MariaDB wrote it."""
     if post_header_len == 6:
         table_id = int.from_bytes(body[0:4], "little")
     else:
@@ -152,7 +156,7 @@ def decode_table_map(body: bytes, post_header_len: int) -> TableMap:
     pos += (ncols + 7) // 8
     tm = TableMap(table_id, flags, schema, table, types, metas, nullable, raw=bytes(body))
     if pos < len(body):
-        _read_optional(tm, body, pos)
+        _read_optional(tm, body, pos, MARIADB_NUMERIC_TYPES if mariadb else NUMERIC_TYPES)
     return tm
 
 
@@ -162,10 +166,10 @@ def _bits_lsb(buf: bytes, pos: int, n: int) -> list[bool]:
     return [bool(buf[pos + i // 8] & (1 << (i % 8))) for i in range(n)]
 
 
-def _read_optional(tm: TableMap, buf: bytes, pos: int) -> None:
+def _read_optional(tm: TableMap, buf: bytes, pos: int, numeric_types: frozenset[int]) -> None:
     types = tm.types
     n = len(types)
-    numeric = [i for i, t in enumerate(types) if t in NUMERIC_TYPES]
+    numeric = [i for i, t in enumerate(types) if t in numeric_types]
     chars = [
         i
         for i, t in enumerate(types)
@@ -187,7 +191,7 @@ def _read_optional(tm: TableMap, buf: bytes, pos: int) -> None:
             flags = _bits_msb(buf, pos, end, len(numeric))
             tm.unsigned = [False] * n
             for i, u in zip(numeric, flags, strict=True):
-                tm.unsigned[i] = u
+                tm.unsigned[i] = u and types[i] != T.YEAR  # MariaDB's YEAR bit says nothing useful
         elif kind in (DEFAULT_CHARSET, ENUM_AND_SET_DEFAULT_CHARSET):
             cols = chars if kind == DEFAULT_CHARSET else enum_sets
             default, p = read_packed_int(buf, pos)
