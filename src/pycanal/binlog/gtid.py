@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .errors import BinlogError
+from .packed import read_packed_int
 
 __all__ = [
     "GNO_END",
@@ -711,7 +712,7 @@ def decode_mysql_gtid_event(
                 fields["immediate_commit_timestamp"] = immediate
                 fields["original_commit_timestamp"] = original
                 if pos < n:
-                    fields["transaction_length"], pos = _read_packed(data, pos, name + " transaction_length")
+                    fields["transaction_length"], pos = read_packed_int(data, pos)
                 if n - pos >= 4:
                     immediate_v = int.from_bytes(data[pos : pos + 4], "little")
                     pos += 4
@@ -726,17 +727,6 @@ def decode_mysql_gtid_event(
                     if n - pos >= 8:
                         fields["commit_group_ticket"] = int.from_bytes(data[pos : pos + 8], "little")
     return MysqlGtidEvent(event_type, flags, uuid, gno, None, **fields)
-
-
-def _read_packed(data: bytes, pos: int, what: str) -> tuple[int, int]:
-    """MySQL length-encoded integer (``net_field_length_ll``)."""
-    first = data[pos]
-    if first < 0xFB:
-        return first, pos + 1
-    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
-    if width is None:
-        raise BinlogError(f"{what}: invalid length-encoded integer prefix 0x{first:02x} at body byte {pos}")
-    return _u(data, pos + 1, width, what), pos + 1 + width
 
 
 # Field ids of the GTID_TAGGED_LOG_EVENT message, in the order the server defines them.
