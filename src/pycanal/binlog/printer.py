@@ -7,91 +7,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .canonical import json_value
-from .charsets import charset_for_collation
-from .constants import ColumnType as T
 from .rows import MISSING
 from .tablemap import TableMap
-
-_TYPE_NAMES = {
-    T.TINY: "tinyint",
-    T.SHORT: "smallint",
-    T.INT24: "mediumint",
-    T.LONG: "int",
-    T.LONGLONG: "bigint",
-    T.FLOAT: "float",
-    T.DOUBLE: "double",
-    T.YEAR: "year",
-    T.DATE: "date",
-    T.NEWDATE: "date",
-    T.TIME: "time",
-    T.DATETIME: "datetime",
-    T.TIMESTAMP: "timestamp",
-    T.JSON: "json",
-    T.GEOMETRY: "geometry",
-    T.VECTOR: "vector",
-    T.ENUM: "enum",
-    T.SET: "set",
-    T.DECIMAL: "decimal",
-}
-
-
-# Bytes per character of the multi-byte charsets: CHAR/VARCHAR metadata counts bytes.
-_MBMAXLEN = {
-    "utf8mb4": 4,
-    "utf8mb3": 3,
-    "utf8": 3,
-    "ucs2": 2,
-    "utf16": 4,
-    "utf16le": 4,
-    "utf32": 4,
-    "gbk": 2,
-    "gb2312": 2,
-    "gb18030": 4,
-    "big5": 2,
-    "sjis": 2,
-    "cp932": 2,
-    "euckr": 2,
-    "ujis": 3,
-    "eucjpms": 3,
-}
-
-
-def _chars(tm: TableMap, i: int, nbytes: int) -> int:
-    coll = tm.collations[i] if tm.collations else None
-    if coll is None:
-        return nbytes
-    try:
-        return nbytes // _MBMAXLEN.get(charset_for_collation(coll), 1)
-    except KeyError:
-        return nbytes
-
-
-def mysql_type(tm: TableMap, i: int) -> str:
-    """A column type as far as the binlog tells it, e.g. ``varchar(40)``, ``int unsigned``."""
-    t, meta = tm.types[i], tm.metas[i]
-    if t == T.NEWDECIMAL:
-        text = f"decimal({meta >> 8},{meta & 0xFF})"
-    elif t in (T.TIME2, T.DATETIME2, T.TIMESTAMP2):
-        base = {T.TIME2: "time", T.DATETIME2: "datetime", T.TIMESTAMP2: "timestamp"}[t]
-        text = f"{base}({meta})" if meta else base
-    elif t in (T.VARCHAR, T.VAR_STRING):
-        text = f"varchar({_chars(tm, i, meta)})" if not _binary(tm, i) else f"varbinary({meta})"
-    elif t == T.STRING:
-        text = f"char({_chars(tm, i, meta)})" if not _binary(tm, i) else f"binary({meta})"
-    elif t in (T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB):
-        kind = "blob" if _binary(tm, i) else "text"
-        text = {1: "tiny", 2: "", 3: "medium", 4: "long"}.get(meta, "") + kind
-    elif t == T.BIT:
-        text = f"bit({(meta >> 8) * 8 + (meta & 0xFF)})"
-    else:
-        text = _TYPE_NAMES.get(t, f"type{t}")
-    if tm.unsigned and tm.unsigned[i]:
-        text += " unsigned"
-    return text
-
-
-def _binary(tm: TableMap, i: int) -> bool:
-    return tm.collations is not None and tm.collations[i] == 63
+from .typenames import mysql_column_type
 
 
 def _when(ms: int) -> str:
@@ -176,7 +94,7 @@ class TextPrinter:
                 if v is MISSING:
                     continue
                 col = r["columns"][i] if r["columns"] else f"@{i + 1}"
-                typ = mysql_type(tm, i) if tm else "?"
+                typ = mysql_column_type(tm, i) if tm else "?"
                 changed = kind == "INSERT" or (
                     before is not None and (before[i] is MISSING or before[i] != v)
                 )

@@ -26,11 +26,11 @@ from zoneinfo import ZoneInfo
 
 from pycanal.binlog import events as ev
 from pycanal.binlog.canonical import json_value as _canonical_json
-from pycanal.binlog.charsets import charset_for_collation
 from pycanal.binlog.constants import ColumnType as T
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.rows import MISSING, JsonPatch
-from pycanal.binlog.tablemap import MARIADB_BLOB_COMPRESSED, MARIADB_VARCHAR_COMPRESSED, TableMap
+from pycanal.binlog.tablemap import TableMap
+from pycanal.binlog.typenames import BLOB_FAMILY, VARCHAR_FAMILY, is_binary, mysql_column_type
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
 __all__ = [
@@ -295,112 +295,7 @@ def _zone(timezone: str | tzinfo | None) -> tzinfo | None:
     return timezone
 
 
-# ------------------------------------------------------------------------------ mysqlType
-_INT_NAMES = {
-    T.TINY: "tinyint",
-    T.SHORT: "smallint",
-    T.INT24: "mediumint",
-    T.LONG: "int",
-    T.LONGLONG: "bigint",
-}
-_SIMPLE_NAMES = {
-    T.FLOAT: "float",
-    T.DOUBLE: "double",
-    T.YEAR: "year",
-    T.DATE: "date",
-    T.NEWDATE: "date",
-    T.TIME: "time",
-    T.DATETIME: "datetime",
-    T.TIMESTAMP: "timestamp",
-    T.JSON: "json",
-    T.GEOMETRY: "geometry",
-    T.DECIMAL: "decimal",
-}
-_MBMAXLEN = {
-    "utf8mb4": 4,
-    "utf8mb3": 3,
-    "utf8": 3,
-    "ucs2": 2,
-    "utf16": 4,
-    "utf16le": 4,
-    "utf32": 4,
-    "gbk": 2,
-    "gb2312": 2,
-    "gb18030": 4,
-    "big5": 2,
-    "sjis": 2,
-    "cp932": 2,
-    "euckr": 2,
-    "ujis": 3,
-    "eucjpms": 3,
-}
-_BLOB_FAMILY = frozenset({T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, MARIADB_BLOB_COMPRESSED})
-_VARCHAR_FAMILY = frozenset({T.VARCHAR, T.VAR_STRING, MARIADB_VARCHAR_COMPRESSED})
 _TEXT_NAME = re.compile(r"^\s*(tiny|medium|long)?text\b", re.I)
-
-
-def _collation(tm: TableMap, i: int) -> int | None:
-    return tm.collations[i] if tm.collations else None
-
-
-def _is_binary(tm: TableMap, i: int, declared: str | None) -> bool | None:
-    """Whether a character-family column holds bytes: True/False, None if unknown."""
-    if declared:
-        low = declared.lower()
-        return "binary" in low or "blob" in low
-    coll = _collation(tm, i)
-    if coll is None:
-        return None
-    return coll == 63
-
-
-def _quote_label(label: str) -> str:
-    return "'" + label.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def mysql_column_type(tm: TableMap, i: int) -> str:
-    """Column ``i``'s type text as far as the TABLE_MAP tells it (see the module notes)."""
-    t, meta = tm.types[i], tm.metas[i]
-    if t in _INT_NAMES:
-        text = _INT_NAMES[t]
-    elif t == T.NEWDECIMAL:
-        text = f"decimal({meta >> 8},{meta & 0xFF})"
-    elif t in (T.TIME2, T.DATETIME2, T.TIMESTAMP2):
-        base = {T.TIME2: "time", T.DATETIME2: "datetime", T.TIMESTAMP2: "timestamp"}[t]
-        text = f"{base}({meta})" if meta else base
-    elif t in _VARCHAR_FAMILY:
-        text = "varbinary" if _is_binary(tm, i, None) else "varchar"
-        text += f"({meta if text == 'varbinary' else _chars(tm, i, meta)})"
-    elif t == T.STRING:
-        text = f"binary({meta})" if _is_binary(tm, i, None) else f"char({_chars(tm, i, meta)})"
-    elif t in _BLOB_FAMILY:
-        size = {1: "tiny", 2: "", 3: "medium", 4: "long"}.get(meta, "")
-        text = size + ("blob" if _is_binary(tm, i, None) in (True, None) else "text")
-    elif t == T.BIT:
-        text = f"bit({(meta >> 8) * 8 + (meta & 0xFF)})"
-    elif t in (T.ENUM, T.SET):
-        kind = "enum" if t == T.ENUM else "set"
-        labels = (tm.enum_labels if t == T.ENUM else tm.set_labels) or None
-        members = labels[i] if labels else None
-        text = f"{kind}({','.join(_quote_label(m) for m in members)})" if members is not None else kind
-    elif t == T.VECTOR:
-        dims = tm.vector_dims[i] if tm.vector_dims else None
-        text = f"vector({dims})" if dims is not None else "vector"
-    else:
-        text = _SIMPLE_NAMES.get(t, f"type{t}")
-    if tm.unsigned and tm.unsigned[i]:
-        text += " unsigned"
-    return text
-
-
-def _chars(tm: TableMap, i: int, nbytes: int) -> int:
-    coll = _collation(tm, i)
-    if coll is None:
-        return nbytes
-    try:
-        return nbytes // _MBMAXLEN.get(charset_for_collation(coll), 1)
-    except KeyError:
-        return nbytes
 
 
 # ------------------------------------------------------------------------------ column plans
@@ -476,8 +371,9 @@ class EntryConverter:
         self._timestamps = _Timestamps(_zone(timezone))
         self._plan_key = ("pycanal.parse.convert", str(timezone), enum_set)
         self.gtid_set = gtid_set.copy() if gtid_set is not None else None
-        self._gtid_text = str(self.gtid_set) if self.gtid_set is not None else ""
-        self._gtid_props: list[tuple[str, str]] = []
+        # Header.gtid and the curtGtid* props of the current GTID (read by the raw fast path too).
+        self.gtid_text = str(self.gtid_set) if self.gtid_set is not None else ""
+        self.gtid_props: list[tuple[str, str]] = []
 
     # ------------------------------------------------------------------ events
     def convert(self, event: ev.Event) -> list[pb.Entry]:
@@ -507,7 +403,7 @@ class EntryConverter:
                 for gtid in event.gtid_set.split(","):
                     if gtid:
                         self.gtid_set.update(gtid)
-                self._gtid_text = str(self.gtid_set)
+                self.gtid_text = str(self.gtid_set)
             return [self._gtid_entry(event, event.gtid_set)]
         if isinstance(event, ev.HeartbeatEvent):
             return [pb.Entry(header=pb.Header(eventType=pb.MHEARTBEAT), entryType=pb.HEARTBEAT)]
@@ -552,12 +448,12 @@ class EntryConverter:
             schemaName=schema,
             tableName=table,
             eventLength=e.size,
-            gtid=self._gtid_text,
+            gtid=self.gtid_text,
         )
         if event_type is not None:
             h.eventType = event_type
-        if self._gtid_props:
-            for key, value in self._gtid_props:
+        if self.gtid_props:
+            for key, value in self.gtid_props:
                 h.props.add(key=key, value=value)
         if rows_count > 0:
             h.props.add(key="rowsCount", value=str(rows_count))
@@ -625,14 +521,14 @@ class EntryConverter:
         mariadb = e.type == E.MARIADB_GTID
         if self.gtid_set is not None:
             self.gtid_set.update(e.gtid)
-            self._gtid_text = str(self.gtid_set)
+            self.gtid_text = str(self.gtid_set)
             props = [("curtGtid", e.gtid)]
             if not mariadb:
                 if info.sequence_number is not None:
                     props.append(("curtGtidSn", str(info.sequence_number)))
                 if info.last_committed is not None:
                     props.append(("curtGtidLct", str(info.last_committed)))
-            self._gtid_props = props
+            self.gtid_props = props
         out = [self._gtid_entry(e, e.gtid)]
         if mariadb and not info.standalone:
             # MariaDB writes no BEGIN query: the GTID event opens the transaction.
@@ -652,7 +548,7 @@ class EntryConverter:
         event_type = pb.INSERT if kind == "INSERT" else pb.UPDATE if kind == "UPDATE" else pb.DELETE
         plan = tm.decoders.get(self._plan_key)
         if plan is None:
-            plan = self._plan(tm)
+            plan = self.column_plan(tm)
             tm.decoders[self._plan_key] = plan
         change = pb.RowChange(tableId=e.table_id, eventType=event_type, isDdl=False)
         rows = e.rows
@@ -671,7 +567,8 @@ class EntryConverter:
         header = self._header(e, tm.schema, tm.table, event_type, len(rows))
         return self._entry(header, pb.ROWDATA, change)
 
-    def _plan(self, tm: TableMap) -> _Plan:
+    def column_plan(self, tm: TableMap) -> _Plan:
+        """Per column (index, name, isKey, mysqlType, value converter, NULL sqlType); cached on ``tm``."""
         names = tm.names
         keys = {i for i, _ in tm.primary_key or ()}
         declared = tm.column_types
@@ -713,14 +610,14 @@ class EntryConverter:
             return self._enum(tm.enum_labels[i] if tm.enum_labels else None)
         if t == T.SET:
             return self._set(tm.set_labels[i] if tm.set_labels else None)
-        if t in _VARCHAR_FAMILY or t == T.STRING:
-            text_type = J.VARCHAR if t in _VARCHAR_FAMILY else J.CHAR
-            return _chars_or_bytes(text_type), J.BLOB if _is_binary(tm, i, declared) else text_type
-        if t in _BLOB_FAMILY:
+        if t in VARCHAR_FAMILY or t == T.STRING:
+            text_type = J.VARCHAR if t in VARCHAR_FAMILY else J.CHAR
+            return _chars_or_bytes(text_type), J.BLOB if is_binary(tm, i, declared) else text_type
+        if t in BLOB_FAMILY:
             if declared:
                 is_text = _TEXT_NAME.match(declared) is not None
             else:
-                is_text = _is_binary(tm, i, None) is False
+                is_text = is_binary(tm, i, None) is False
             return _chars_or_bytes(J.CLOB), J.CLOB if is_text else J.BLOB
         if t == T.JSON:
             return _json_conv, J.VARCHAR

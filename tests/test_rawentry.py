@@ -1,0 +1,300 @@
+"""RawEntryConverter: byte-for-byte the entries of EntryConverter + SerializeToString().
+
+On every good binlog fixture (several option sets, GTID mode), on the readable prefix of the bad
+ones, and on a live private MariaDB binlog with every column family (NULLs, UPDATE updated
+flags, unsigned widening, TIMESTAMP in non-UTC zones, ENUM/SET labels). Partial row images
+(MISSING columns) come from the NDB fixture ``update-partial-row.binlog``. The sakila fixture prints the
+conversion speed of both converters (not asserted).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fixture_expectations as X
+import workload
+from pycanal.binlog import events as ev
+from pycanal.binlog import read_events
+from pycanal.binlog.errors import BinlogError
+from pycanal.binlog.gtid import MariadbGtidSet, MysqlGtidSet
+from pycanal.parse import rawentry as R
+from pycanal.parse.convert import EntryConverter, TableIdNotFoundError, keyword_ddl_classifier
+from pycanal.parse.rawentry import RawEntryConverter, encode_varint
+from pycanal.protocol import CanalEntry as C
+from pycanal.testing import PrivateMariaDB
+
+DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
+
+ALL_FILES = (
+    sorted(
+        p.relative_to(DIR).as_posix()
+        for p in DIR.rglob("*")
+        if p.is_file() and p.name not in ("README.md", "SHA256SUMS")
+    )
+    if DIR.is_dir()
+    else []
+)
+GOOD = [name for name in ALL_FILES if name not in X.BAD_FILES]
+
+OPTION_SETS: list[dict[str, Any]] = [
+    {},
+    {"timezone": "Asia/Shanghai"},
+    {"timezone": "America/New_York", "enum_set": "label", "filter_query_dml": True},
+]
+
+
+def both(events: list[ev.Event], **options: Any) -> tuple[list[bytes], list[bytes]]:
+    """(EntryConverter entries serialized, RawEntryConverter bytes) for the same events."""
+    options.setdefault("ddl_classifier", keyword_ddl_classifier)
+    expected_conv = EntryConverter(**options)
+    raw_conv = RawEntryConverter(**options)
+    expected = [entry.SerializeToString() for e in events for entry in expected_conv.convert(e)]
+    got = [raw for e in events for raw in raw_conv.convert(e)]
+    return expected, got
+
+
+def assert_same(expected: list[bytes], got: list[bytes]) -> None:
+    assert len(got) == len(expected)
+    for k, (want, have) in enumerate(zip(expected, got, strict=True)):
+        if want != have:  # show the decoded difference, then fail on the bytes
+            assert C.Entry.FromString(have) == C.Entry.FromString(want), f"entry {k}"
+            assert have == want, f"entry {k}: same message, different bytes"
+
+
+# --------------------------------------------------------------------------- wire helpers
+def test_varint():
+    assert encode_varint(0) == b"\x00"
+    assert encode_varint(127) == b"\x7f"
+    assert encode_varint(300) == b"\xac\x02"
+    assert encode_varint(-7) == b"\xf9" + b"\xff" * 8 + b"\x01"  # int32 -7: 10 bytes
+    assert encode_varint((1 << 64) - 1) == b"\xff" * 9 + b"\x01"
+
+
+def test_column_edge_encodings():
+    """Index 0 (left out), negative sqlType, empty value (left out), long values, key flag."""
+    for value in ("", "x", "é" * 70, "z" * 200, "y" * 5000, "w" * 20000):
+        for before in (None, "", "x", "other"):
+            col = dict(index=0, sqlType=-7, name="c", isKey=True, isNull=False, mysqlType="bit(1)")
+            expected = C.RowChange(tableId=0, eventType=C.UPDATE, isDdl=False)
+            row = expected.rowDatas.add()
+            if before is not None:
+                row.beforeColumns.add(**col, value=before)
+            row.afterColumns.add(**col, value=value, updated=before != value)
+            # the same through the generated code
+            plan = [(0, "c", True, "bit(1)", lambda v: (-7, v), -7)]
+            column = R._ColumnCode(0, "c", True, "bit(1)", -7)
+            encode = R._compile(plan, [column], "UPDATE")
+            parts = [b"\x10\x02\x50\x00"]
+            encode([((before if before is not None else R.MISSING,), (value,))], parts)
+            assert b"".join(parts) == expected.SerializeToString()
+
+
+# --------------------------------------------------------------------------- fixtures
+@pytest.mark.parametrize("name", GOOD)
+@pytest.mark.parametrize("options", range(len(OPTION_SETS)))
+def test_good_fixture_bytes_identical(fixtures_dir: Path, name: str, options: int):
+    events = list(read_events(fixtures_dir / name))
+    expected, got = both(events, **OPTION_SETS[options])
+    assert_same(expected, got)
+
+
+@pytest.mark.parametrize("name", sorted(X.BAD_FILES))
+def test_bad_fixture_same_prefix_same_error(fixtures_dir: Path, name: str):
+    """Up to the bad event both give the same bytes; at it both raise BinlogError."""
+    options = {"ddl_classifier": keyword_ddl_classifier}
+    expected_conv, raw_conv = EntryConverter(**options), RawEntryConverter(**options)
+    expected: list[bytes] = []
+    got: list[bytes] = []
+    with pytest.raises(BinlogError):
+        for e in read_events(fixtures_dir / name):
+            try:
+                want = [entry.SerializeToString() for entry in expected_conv.convert(e)]
+            except BinlogError:
+                with pytest.raises(BinlogError):
+                    raw_conv.convert(e)
+                raise
+            expected += want
+            got += raw_conv.convert(e)
+    assert_same(expected, got)
+
+
+@pytest.mark.parametrize(
+    ("name", "gtid_set"),
+    [
+        ("rust_mysql_common/mysql-enum-string-set.000001", lambda: MysqlGtidSet()),
+        ("mysql-binlog-connector-rust/mysql-bin.000057", lambda: MysqlGtidSet()),  # payloads
+        ("rust_mysql_common/mariadb-bin.000001", lambda: MariadbGtidSet.parse("0-1-0")),
+        ("binlog-parser/mysql-bin.07", lambda: MariadbGtidSet()),
+    ],
+)
+def test_gtid_mode_bytes_identical(fixtures_dir: Path, name: str, gtid_set: Any):
+    events = list(read_events(fixtures_dir / name))
+    expected, got = both(events, gtid_set=gtid_set())
+    assert_same(expected, got)
+    headers = [C.Entry.FromString(raw).header for raw in got]
+    assert any(h.gtid for h in headers) and any(p.key == "curtGtid" for h in headers for p in h.props)
+
+
+def test_transaction_payload_rows_take_payload_position(fixtures_dir: Path):
+    events = list(read_events(fixtures_dir / "mysql-binlog-connector-rust" / "mysql-bin.000057"))
+    payloads = [e for e in events if isinstance(e, ev.TransactionPayloadEvent)]
+    assert payloads
+    raw_conv = RawEntryConverter(ddl_classifier=keyword_ddl_classifier)
+    for p in payloads:
+        entries = [C.Entry.FromString(raw) for raw in raw_conv.convert(p)]
+        rowdata = [x for x in entries if x.entryType == C.ROWDATA and x.header.eventType == C.INSERT]
+        assert rowdata
+        for entry in entries:
+            assert (entry.header.logfileOffset, entry.header.eventLength) == (p.pos, p.size)
+
+
+def test_rows_without_table_map_raise(fixtures_dir: Path):
+    events = list(read_events(fixtures_dir / "binlog-parser" / "mysql-bin.01"))
+    rows_event = next(e for e in events if isinstance(e, ev.RowsEvent))
+    rows_event.table_map = None
+    with pytest.raises(TableIdNotFoundError):
+        RawEntryConverter(ddl_classifier=keyword_ddl_classifier).convert(rows_event)
+
+
+def test_sakila_speed(fixtures_dir: Path, capsys: pytest.CaptureFixture[str]):
+    """Prints rows/s of EntryConverter (+ SerializeToString) and RawEntryConverter (not asserted;
+    rows are decoded beforehand so only the conversion is timed)."""
+    events = list(read_events(fixtures_dir / "mysql-binlog-connector-java" / "mysql-bin.sakila"))
+    nrows = sum(len(e.rows) for e in events if isinstance(e, ev.RowsEvent))
+    assert nrows == 47273
+
+    def timed(make: Any, serialize: bool) -> float:
+        best = float("inf")
+        for _ in range(3):
+            conv = make(ddl_classifier=keyword_ddl_classifier)
+            start = time.perf_counter()
+            if serialize:
+                for e in events:
+                    for entry in conv.convert(e):
+                        entry.SerializeToString()
+            else:
+                for e in events:
+                    conv.convert(e)
+            best = min(best, time.perf_counter() - start)
+        return nrows / best
+
+    before = timed(EntryConverter, True)
+    after = timed(RawEntryConverter, False)
+    with capsys.disabled():
+        print(
+            f"\nsakila {nrows} rows: EntryConverter+SerializeToString {before:,.0f} rows/s, "
+            f"RawEntryConverter {after:,.0f} rows/s ({after / before:.1f}x)"
+        )
+
+
+# --------------------------------------------------------------------------- live MariaDB
+COLUMNS = """
+ id INT PRIMARY KEY,
+ ti TINYINT, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED, mi MEDIUMINT, miu MEDIUMINT UNSIGNED,
+ i INT, iu INT UNSIGNED, bi BIGINT, biu BIGINT UNSIGNED,
+ f FLOAT, d DOUBLE, dec1 DECIMAL(20,6), dec2 DECIMAL(10,0),
+ b1 BIT(1), b12 BIT(12),
+ dt DATETIME, dt3 DATETIME(3), ts TIMESTAMP NULL, ts6 TIMESTAMP(6) NULL, t TIME, t2 TIME(2), da DATE, y YEAR,
+ e ENUM('a','b','c'), st SET('x','y','z'),
+ c CHAR(5), vc VARCHAR(20), bn BINARY(4), vb VARBINARY(8),
+ tt TINYTEXT, tx TEXT, bl BLOB, lb LONGBLOB, j JSON, g GEOMETRY
+"""
+ROW1 = """(1, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295,
+  -9223372036854775808, 18446744073709551615, 1.5, 1e10, -12345.6789, 42, b'1', b'101010101010',
+  '2024-02-29 12:34:56', '2024-02-29 12:34:56.789', '2024-03-10 07:30:00', '2024-01-01 00:00:00.123456',
+  '-838:59:59', '12:34:56.78', '2024-02-29', 2024, 'b', 'x,z', 'ab', 'héllo wörld', X'0102', X'00FF80',
+  'tiny', '中文', X'DEADBEEF', '', '{"a": [1, 2]}', ST_GeomFromText('POINT(1 2)'))"""
+ROW2 = """(2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -0.0, 3.25e-7, 0, -0, b'0', b'0',
+  '0000-00-00 00:00:00', '1000-01-01 00:00:00.001', '1970-01-01 00:00:01', '2038-01-19 03:14:07.999999',
+  '00:00:00', '-00:00:00.01', '0000-00-00', 0, '', '', '', '', '', '',
+  '', '', '', REPEAT('L', 70000), '[]', NULL)"""
+
+
+@pytest.fixture(scope="module")
+def live_events(mariadb: PrivateMariaDB) -> list[ev.Event]:
+    suffix = uuid.uuid4().hex[:8]
+    schema = f"rawentry_{suffix}"
+    table = f"`{schema}`.`types`"
+    file, pos = mariadb.current_binlog()
+    mariadb.execute(f"CREATE DATABASE `{schema}`")
+    statements = [
+        f"CREATE TABLE {table} ({COLUMNS}) DEFAULT CHARSET=utf8mb4",
+        "SET SESSION sql_mode = ''",
+        f"INSERT INTO {table} VALUES {ROW1}",
+        f"INSERT INTO {table} VALUES {ROW2}",
+        f"INSERT INTO {table} (id) VALUES (3), (4), (5)",  # NULL everywhere else
+        f"UPDATE {table} SET vc = 'changed', ts = NULL, tiu = 7 WHERE id = 1",  # value, to NULL, unwidened
+        f"UPDATE {table} SET ts = '2020-06-01 12:00:00', tx = 'from null' WHERE id = 3",  # from NULL
+        f"UPDATE {table} SET id = id + 100 WHERE id IN (4, 5)",  # key change, NULLs unchanged
+        f"UPDATE {table} SET biu = 9223372036854775808, iu = 2147483647 WHERE id = 2",
+        "BEGIN",
+        f"DELETE FROM {table} WHERE id = 2",
+        f"INSERT INTO {table} (id, tx, e, st) VALUES (6, 'in a transaction', 'c', 'y')",
+        "COMMIT",
+    ]
+    with mariadb.root_connection() as conn, conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        for sql in statements:
+            cur.execute(sql)
+        conn.commit()
+    # every column family of MariaDB through the seeded workload (its own tables in the schema)
+    ddl = [workload.Statement(workload.ALL_TYPES.create_sql(schema))]
+    with mariadb.root_connection() as conn:
+        conn.autocommit(True)
+        workload.run(conn, ddl + workload.generate(workload.ALL_TYPES, schema, seed=7, ops=120))
+    mariadb.flush_binary_logs()
+    assert mariadb.binlog_dir is not None
+    events = list(read_events(Path(mariadb.binlog_dir) / file, start_position=pos))
+    mariadb.execute(f"DROP DATABASE `{schema}`")
+    return events
+
+
+LIVE_OPTIONS: list[dict[str, Any]] = [
+    {},
+    {"timezone": "Asia/Shanghai"},
+    {"timezone": "America/New_York", "enum_set": "label"},
+    {"timezone": "Europe/Berlin", "gtid_set": MariadbGtidSet()},
+]
+
+
+@pytest.mark.parametrize("options", range(len(LIVE_OPTIONS)))
+def test_live_mariadb_bytes_identical(live_events: list[ev.Event], options: int):
+    opts = dict(LIVE_OPTIONS[options])
+    if "gtid_set" in opts:
+        opts["gtid_set"] = opts["gtid_set"].copy()
+    expected, got = both(live_events, **opts)
+    assert_same(expected, got)
+
+    # the stream really exercises what the fast path must get right
+    changes = [
+        (C.Entry.FromString(raw).header, C.RowChange.FromString(C.Entry.FromString(raw).storeValue))
+        for raw in got
+        if C.Entry.FromString(raw).entryType == C.ROWDATA
+    ]
+    rows = [
+        (h, ch, r) for h, ch in changes if ch.eventType in (C.INSERT, C.UPDATE, C.DELETE) for r in ch.rowDatas
+    ]
+    types = [(h, r) for h, ch, r in rows if h.tableName == "types"]
+    assert {ch.eventType for _, ch, _ in rows} == {C.INSERT, C.UPDATE, C.DELETE}
+    cols = [c for _, r in types for c in (*r.beforeColumns, *r.afterColumns)]
+    assert any(c.isNull for c in cols) and any(c.value == "" and not c.isNull for c in cols)
+    after_update = [c for h, r in types if h.eventType == C.UPDATE for c in r.afterColumns]
+    assert any(c.updated for c in after_update) and any(not c.updated for c in after_update)
+    assert any(c.updated and c.isNull for c in after_update)  # to NULL
+    assert any(c.name == "biu" and c.sqlType == 3 for c in cols)  # BIGINT UNSIGNED widened
+    assert any(c.name == "tiu" and c.sqlType == -6 and not c.isNull for c in cols)  # not widened
+    ts = {c.value for c in cols if c.name == "ts" and not c.isNull}
+    if opts.get("timezone") == "Asia/Shanghai":
+        assert "2024-03-10 15:30:00" in ts
+    elif not opts.get("timezone"):
+        assert "2024-03-10 07:30:00" in ts
+    if opts.get("enum_set") == "label":
+        assert any(c.name == "e" and c.value == "b" for c in cols)
+    if "gtid_set" in opts:
+        assert all(h.gtid for h, _, _ in rows)
+    assert sum(1 for h, _ in changes if h.tableName == workload.ALL_TYPES.name) > 20
