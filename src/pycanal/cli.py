@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from .binlog.canonical import Recorder, to_json_line
+from .binlog.constants import EventType
 from .binlog.decoder import EventDecoder
 from .binlog.errors import BinlogError
 from .binlog.printer import TextPrinter
@@ -22,6 +23,9 @@ app = typer.Typer(
 )
 binlog_app = typer.Typer(help="Work with binlog files.", no_args_is_help=True)
 app.add_typer(binlog_app, name="binlog")
+
+
+_HEARTBEATS = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
 
 
 class Format(StrEnum):
@@ -73,6 +77,127 @@ def decode(
     except BrokenPipeError:
         sys.stderr.close()
         raise typer.Exit(0) from None
+
+
+def _source(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text, 3306
+    if not port.isdigit():
+        raise ValueError(f"bad --source {text!r}: expected HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _start(text: str) -> tuple[str, int]:
+    file, sep, pos = text.rpartition(":")
+    if not sep or not file or not pos.isdigit():
+        raise ValueError(f"bad --start {text!r}: expected FILE:POS")
+    return file, int(pos)
+
+
+_ROW_TYPES = frozenset({"INSERT", "UPDATE", "DELETE", "GTID", "BEGIN"})
+
+
+@app.command("dump")
+def dump(
+    source: Annotated[str, typer.Option("--source", help="The source server, HOST:PORT.")],
+    user: Annotated[str, typer.Option("--user", help="Replication account.")] = "",
+    password: Annotated[str, typer.Option("--password", help="Its password.")] = "",
+    start: Annotated[str | None, typer.Option("--start", help="Start at FILE:POS.")] = None,
+    gtid: Annotated[str | None, typer.Option("--gtid", help="Start after this GTID set.")] = None,
+    timestamp: Annotated[
+        int | None,
+        typer.Option("--timestamp", help="Start at the last transaction boundary before this time (ms)."),
+    ] = None,
+    filter_regex: Annotated[
+        str | None, typer.Option("--filter", help="Canal filter regex on schema.table (comma-separated).")
+    ] = None,
+    black_regex: Annotated[
+        str | None, typer.Option("--black-filter", help="Canal black-list regex on schema.table.")
+    ] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="text (Canal client layout) or jsonl.")
+    ] = Format.text,
+    stop_at_end: Annotated[
+        bool,
+        typer.Option("--stop-at-end", help="Exit at the end position SHOW MASTER STATUS reports at start."),
+    ] = False,
+    history: Annotated[
+        Path | None, typer.Option("--history", help="Schema history SQLite file (default: temporary).")
+    ] = None,
+    server_id: Annotated[
+        int | None, typer.Option("--server-id", help="Replica server id (default: random).")
+    ] = None,
+) -> None:
+    """Stream a source's binlog live as row changes, DDL and transaction markers.
+
+    The current end of the binlog is the start unless --start, --gtid or --timestamp says otherwise.
+    Column names, signedness and ENUM/SET labels come from the schema history (information_schema
+    plus every DDL in the stream), also when the server writes MINIMAL row metadata."""
+    import pymysql
+
+    from .mysql.errors import MysqlError
+    from .parse.filter import TableFilter
+    from .parse.meta import SchemaHistoryError
+    from .parse.stream import ReplicaStream, StreamError
+
+    out = sys.stdout
+    stream = None
+    try:
+        if sum(x is not None for x in (start, gtid, timestamp)) > 1:
+            raise ValueError("give at most one of --start, --gtid and --timestamp")
+        host, port = _source(source)
+        flt = TableFilter(filter_regex, black_regex) if filter_regex or black_regex else None
+        stream = ReplicaStream(
+            host,
+            port,
+            user,
+            password,
+            start=_start(start) if start is not None else None,
+            gtid=gtid,
+            timestamp_ms=timestamp,
+            filter=flt,
+            stop_at_end=stop_at_end,
+            history_path=history,
+            server_id=server_id,
+        )
+        recorder = Recorder()
+        events = (e for e in stream.events() if e.type not in _HEARTBEATS)
+        records = recorder.records(events)
+        if fmt is Format.jsonl:
+            for rec in records:
+                out.write(to_json_line(rec))
+                out.write("\n")
+                if rec["type"] not in _ROW_TYPES:
+                    out.flush()
+        else:
+            for line in TextPrinter().lines(records, recorder.tables):
+                out.write(line)
+                out.write("\n")
+                if not line.startswith(" "):
+                    out.flush()
+        out.flush()
+    except (
+        BinlogError,
+        MysqlError,
+        SchemaHistoryError,
+        StreamError,
+        pymysql.err.MySQLError,
+        OSError,
+        ValueError,
+    ) as exc:
+        if isinstance(exc, BrokenPipeError):
+            sys.stderr.close()
+            raise typer.Exit(0) from None
+        out.flush()
+        typer.echo(f"pycanal: error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        out.flush()
+        raise typer.Exit(130) from None
+    finally:
+        if stream is not None:
+            stream.close()
 
 
 def main() -> None:
