@@ -891,7 +891,7 @@ def test_rows_without_their_table_map():
     event = ev.RowsEvent(E.WRITE_ROWS, 0, 3, 60, 1060, 0, 1000, "bin.000009", kind="INSERT", table_id=42)
     with pytest.raises(TableIdNotFoundError, match="table id 42") as info:
         conv.convert(event)
-    assert (info.value.table_id, info.value.file, info.value.pos) == (42, "bin.000009", 1000)
+    assert (info.value.table_id, info.value.source, info.value.offset) == (42, "bin.000009", 1000)
 
 
 def test_fixtures_dir_is_the_shared_one(fixtures_dir: Path):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from pycanal.binlog import BinlogError, EventDecoder, read_events
+from pycanal.binlog import BinlogError, EventDecoder, TableIdNotFoundError, read_events
 from pycanal.binlog import events as ev
 from pycanal.binlog.canonical import Recorder, is_ddl
 from pycanal.binlog.constants import EventType as E
@@ -848,10 +848,12 @@ def write_rows_v2_body(table_id: int, row: bytes, ncols: int = 1) -> bytes:
 
 def test_rows_event_without_table_map() -> None:
     body = write_rows_v2_body(77, b"\x00" + struct.pack("<i", 5))
-    with pytest.raises(BinlogError) as info:
+    with pytest.raises(TableIdNotFoundError) as info:
         decode_one(E.WRITE_ROWS, body, pos=1500)
-    assert info.value.offset == 1500
-    assert str(info.value) == f"{SOURCE}, offset 1500: rows event for table id 77 has no TABLE_MAP before it"
+    assert (info.value.offset, info.value.table_id) == (1500, 77)
+    assert str(info.value) == (
+        f"{SOURCE}, offset 1500: rows event for table id 77 has no TABLE_MAP before it (start inside a transaction?)"
+    )
 
 
 def test_rows_event_without_table_map_or_rows_is_empty() -> None:

@@ -23,7 +23,7 @@ from .constants import (
     LOG_EVENT_IGNORABLE_F,
 )
 from .constants import EventType as E
-from .errors import BinlogError
+from .errors import BinlogError, TableIdNotFoundError
 from .packed import read_packed_int
 from .rows import build_decoder, column_specs
 from .tablemap import TableMap, decode_table_map
@@ -429,7 +429,7 @@ class EventDecoder:
         )
         if tm is None:
             if data:
-                raise BinlogError(f"rows event for table id {table_id} has no TABLE_MAP before it")
+                raise TableIdNotFoundError(table_id)
             event._rows = []
             return event
         if ncols != tm.column_count:

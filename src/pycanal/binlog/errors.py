@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 
 class BinlogError(Exception):
     """Bad or unsupported binlog input.
@@ -28,10 +30,27 @@ class BinlogError(Exception):
         """Locate an error raised inside an event body at the event's ``source``/``offset``.
 
         An offset the inner code recorded is relative to the body, so it moves into the message.
+        The copy keeps the error's class and attributes.
         """
         if self.source is not None:
             return self
-        message = self.message
+        located = copy.copy(self)
         if self.offset is not None:
-            message = f"{message} (at byte {self.offset} of the event body)"
-        return BinlogError(message, source, offset)
+            located.message = f"{self.message} (at byte {self.offset} of the event body)"
+        located.source, located.offset = source, offset
+        located.args = (str(located),)
+        return located
+
+
+class TableIdNotFoundError(BinlogError):
+    """A rows event names a table id whose TABLE_MAP was not seen: the start position lies inside
+    a statement or transaction (Canal's ``TableIdNotFoundException``); a parser rewinds to the
+    transaction's begin."""
+
+    def __init__(self, table_id: int, source: str | None = None, offset: int | None = None):
+        self.table_id = table_id
+        super().__init__(
+            f"rows event for table id {table_id} has no TABLE_MAP before it (start inside a transaction?)",
+            source,
+            offset,
+        )

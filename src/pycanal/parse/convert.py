@@ -28,6 +28,7 @@ from pycanal.binlog import events as ev
 from pycanal.binlog.canonical import json_value as _canonical_json
 from pycanal.binlog.constants import ColumnType as T
 from pycanal.binlog.constants import EventType as E
+from pycanal.binlog.errors import TableIdNotFoundError
 from pycanal.binlog.rows import MISSING, JsonPatch
 from pycanal.binlog.tablemap import TableMap
 from pycanal.binlog.typenames import BLOB_FAMILY, VARCHAR_FAMILY, is_binary, mysql_column_type
@@ -75,20 +76,6 @@ class JavaTypes:
 
 
 J = JavaTypes
-
-
-class TableIdNotFoundError(Exception):
-    """A rows event arrived without the TABLE_MAP of its table id (the stream started inside a
-    statement or transaction): Canal's ``TableIdNotFoundException``."""
-
-    def __init__(self, event: ev.RowsEvent) -> None:
-        super().__init__(
-            f"rows event at {event.file}:{event.pos} names table id {event.table_id}, "
-            "whose TABLE_MAP was not seen (start position inside a transaction?)"
-        )
-        self.table_id = event.table_id
-        self.file = event.file
-        self.pos = event.pos
 
 
 # ------------------------------------------------------------------------------ DDL fallback
@@ -543,7 +530,7 @@ class EntryConverter:
     def _rows(self, e: ev.RowsEvent) -> pb.Entry:
         tm = e.table_map
         if tm is None:
-            raise TableIdNotFoundError(e)
+            raise TableIdNotFoundError(e.table_id, e.file, e.pos)
         kind = e.kind
         event_type = pb.INSERT if kind == "INSERT" else pb.UPDATE if kind == "UPDATE" else pb.DELETE
         plan = tm.decoders.get(self._plan_key)

@@ -348,7 +348,7 @@ class RawEntryConverter:
     def _rows(self, e: ev.RowsEvent, pos: int, size: int) -> bytes:
         tm = e.table_map
         if tm is None:
-            raise TableIdNotFoundError(e)
+            raise TableIdNotFoundError(e.table_id, e.file, e.pos)
         code = self._table(tm)
         kind = e.kind
         rows = e.rows

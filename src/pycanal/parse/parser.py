@@ -1,0 +1,726 @@
+"""``MysqlEventParser``: one destination's live binlog parser (Canal's ``MysqlEventParser``).
+
+The parser runs in a thread::
+
+    parser = MysqlEventParser("example", ("db", 3306), "canal", "canal", sink=my_sink)
+    parser.start()
+    ...
+    parser.stop()
+
+and loops: connect, find the start position (:meth:`find_start_position`, Canal's decision table,
+see below), start the schema history there, dump, decode, filter, convert to Canal entries, and
+hand them through the transaction buffer to ``sink(entries)``. ``sink`` blocks until the entries
+are accepted and returns True (False or an exception: not accepted). Only after the sink accepted
+a batch is the position of its last complete transaction persisted through the position manager.
+On any error: ``alarm(destination, message)``, close the dump (killing it on the server), drop the
+buffer, sleep with backoff, and start again from the last *persisted* position.
+
+Start-position search (seeds 000/001, ``canal.md`` §1.2):
+
+1. GTID mode: the stored position's GTID set if it has one; else (nothing stored) the configured
+   master GTID; else fall through.
+2. Stored position (position manager):
+   * from the connected address: used as is; but after more than ``dump_error_count_threshold``
+     errno-1236 errors, when there is no standby and the source's serverId differs from the stored
+     one (a VIP fail-over), search by the stored timestamp minus ``fallback_interval_seconds``;
+     with ``auto_reset_latest_pos_mode`` jump to the end; otherwise a clear
+     :class:`BinlogPurgedPositionError` (Canal retried the purged position forever). A stored
+     position with no file and offset but a timestamp is searched by that timestamp minus the
+     fallback interval.
+   * from another address (master/standby switch): search by its timestamp minus the fallback
+     interval.
+3. Nothing stored: the configured position of the connected address (master or standby):
+   file+position; file+timestamp (search that file, else offset 4); timestamp only (search the
+   binlog files backwards); nothing (or an address matching neither): ``SHOW MASTER STATUS``.
+4. When the last run stopped on a rows event whose TABLE_MAP was not seen (the start was inside a
+   transaction), the start is moved back to the last transaction begin before it (the file is
+   rescanned from offset 4).
+
+A search by timestamp gives the last transaction boundary (a begin, or the end of a transaction
+or standalone statement) whose event time is before the timestamp.
+
+Differences from Canal: the persisted position is the *end* of the transaction's last event
+(Canal: its start, so a restart repeats the lone TRANSACTIONEND); heartbeat entries are not handed
+to the sink; a DDL or other standalone statement is a boundary for the timestamp search.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pycanal.binlog import events as ev
+from pycanal.binlog.constants import LOG_EVENT_ARTIFICIAL_F
+from pycanal.binlog.decoder import EventDecoder
+from pycanal.mysql import control
+from pycanal.mysql.connection import ReplicaConnection
+from pycanal.mysql.errors import BinlogPurgedError
+from pycanal.parse.buffer import TransactionBuffer, TransactionPosition
+from pycanal.parse.convert import EntryConverter, TableIdNotFoundError
+from pycanal.parse.filter import TableFilter
+from pycanal.parse.index import LogPositionManager, MemoryLogPositionManager
+from pycanal.parse.position import BINLOG_START_OFFSET, EntryPosition, LogIdentity, LogPosition
+from pycanal.protocol import EntryProtocol_pb2 as pb
+
+__all__ = [
+    "BinlogPurgedPositionError",
+    "MysqlEventParser",
+    "PositionNotFoundError",
+    "StartPositionError",
+]
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+_DML = frozenset({pb.INSERT, pb.UPDATE, pb.DELETE})
+
+
+class StartPositionError(Exception):
+    """No usable start position."""
+
+
+class PositionNotFoundError(StartPositionError):
+    """A search by timestamp found nothing (Canal's ``PositionNotFoundException``)."""
+
+
+class BinlogPurgedPositionError(StartPositionError):
+    """The stored position keeps failing with errno 1236 and nothing allows a fallback."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Boundary:
+    kind: str  # "begin" or "end"
+    position: int  # where a stream starting at this boundary begins
+
+
+def _parse_address(address: Address | str) -> Address:
+    if isinstance(address, str):
+        host, _, port = address.rpartition(":")
+        return (host or "127.0.0.1", int(port or 3306))
+    host, port = address
+    return (str(host), int(port))
+
+
+class _TransactionTracker:
+    """Classifies events as transaction boundaries (for the scans)."""
+
+    def __init__(self) -> None:
+        self.in_transaction = False
+
+    def boundary(self, event: ev.Event) -> _Boundary | None:
+        if isinstance(event, ev.GtidEvent):
+            if event.type == 162 and event.info is not None:  # MariaDB GTID: starts an event group
+                self.in_transaction = not event.info.standalone
+                return _Boundary("begin", event.pos)
+            return None
+        if isinstance(event, ev.XidEvent | ev.XaPrepareEvent):
+            self.in_transaction = False
+            return _Boundary("end", event.next_pos)
+        if isinstance(event, ev.QueryEvent) and not isinstance(event, ev.ExecuteLoadQueryEvent):
+            q = event.query.strip().upper()
+            if q == "BEGIN" or q.startswith("XA START"):
+                self.in_transaction = True
+                return _Boundary("begin", event.pos)
+            if q == "COMMIT" or q == "ROLLBACK":
+                self.in_transaction = False
+                return _Boundary("end", event.next_pos)
+            if not self.in_transaction:
+                # A standalone statement (DDL, XA COMMIT, ...): it is its own transaction.
+                return _Boundary("end", event.next_pos)
+        return None
+
+
+class MysqlEventParser:
+    """One destination's parser (see the module notes).
+
+    Configuration (Canal's keys in brackets):
+        destination: the instance name.
+        master_address, username, password: the source [canal.instance.master.address,
+            canal.instance.dbUsername/dbPassword].
+        standby_address, standby_username, standby_password: the standby [canal.instance.standby.*].
+        master_position, standby_position: the configured start ``EntryPosition``s (journal name,
+            position, timestamp in ms, gtid) [canal.instance.master.journal.name/position/
+            timestamp/gtid].
+        gtid_mode: [canal.instance.gtidon]. slave_id: the replica's server id
+            [canal.instance.mysql.slaveId]; random when None.
+        filter, black_filter: Canal's white/black regexes or a :class:`TableFilter`.
+        transaction_size: [canal.instance.transaction.size]. fallback_interval_seconds:
+            [canal.instance.fallbackIntervalInSeconds]. heartbeat_period: seconds
+            (``@master_heartbeat_period``); read_timeout: default heartbeat + 10 s.
+        detecting_enable, detecting_sql, detecting_interval, detecting_retry_times,
+            heartbeat_ha_enable: [canal.instance.detecting.*]: after ``detecting_retry_times``
+            consecutive failures of ``detecting_sql`` (run every ``detecting_interval`` s), an
+            alarm, and with ``heartbeat_ha_enable`` and a standby, :meth:`do_switch`.
+        schema_history: a ``SchemaHistory`` or None; schema_history_path: create one (SQLite).
+        sink: ``sink(entries) -> bool``; blocks until accepted.
+        position_manager: default a :class:`MemoryLogPositionManager`.
+        alarm: ``alarm(destination, message)``; default a logged error.
+        dump_error_count_threshold: errno-1236 errors tolerated before the fallbacks (2).
+        auto_reset_latest_pos_mode: after the threshold, jump to the end of the binlog (data loss).
+        reconnect_interval, max_reconnect_interval: backoff between runs (doubles per failure).
+        timezone: TIMESTAMP rendering of the converter.
+    """
+
+    def __init__(
+        self,
+        destination: str,
+        master_address: Address | str,
+        username: str = "",
+        password: str = "",
+        *,
+        standby_address: Address | str | None = None,
+        standby_username: str | None = None,
+        standby_password: str | None = None,
+        master_position: EntryPosition | None = None,
+        standby_position: EntryPosition | None = None,
+        gtid_mode: bool = False,
+        slave_id: int | None = None,
+        filter: TableFilter | str | None = None,
+        black_filter: str | None = None,
+        transaction_size: int = 1024,
+        fallback_interval_seconds: int = 60,
+        heartbeat_period: float = 15.0,
+        read_timeout: float | None = None,
+        connect_timeout: float = 10.0,
+        detecting_enable: bool = False,
+        detecting_sql: str = "select 1",
+        detecting_interval: float = 5.0,
+        detecting_retry_times: int = 3,
+        heartbeat_ha_enable: bool = False,
+        schema_history: Any = None,
+        schema_history_path: str | None = None,
+        sink: Callable[[list[pb.Entry]], Any] | None = None,
+        position_manager: LogPositionManager | None = None,
+        alarm: Callable[[str, str], Any] | None = None,
+        dump_error_count_threshold: int = 2,
+        auto_reset_latest_pos_mode: bool = False,
+        reconnect_interval: float = 10.0,
+        max_reconnect_interval: float = 60.0,
+        timezone: str = "UTC",
+    ) -> None:
+        if sink is None:
+            raise ValueError("MysqlEventParser needs a sink")
+        self.destination = destination
+        self.master_address = _parse_address(master_address)
+        self.standby_address = _parse_address(standby_address) if standby_address else None
+        self._credentials = {
+            self.master_address: (username, password),
+        }
+        if self.standby_address is not None:
+            self._credentials.setdefault(
+                self.standby_address,
+                (
+                    standby_username if standby_username is not None else username,
+                    standby_password if standby_password is not None else password,
+                ),
+            )
+        self.master_position = master_position
+        self.standby_position = standby_position
+        self.gtid_mode = gtid_mode
+        self.slave_id = slave_id if slave_id is not None else random.randrange(1 << 16, 1 << 31)
+        if isinstance(filter, TableFilter):
+            self.filter = filter
+        else:
+            self.filter = TableFilter(filter, black_filter)
+        self.transaction_size = transaction_size
+        self.fallback_interval_seconds = fallback_interval_seconds
+        self.heartbeat_period = heartbeat_period
+        self.read_timeout = read_timeout
+        self.connect_timeout = connect_timeout
+        self.detecting_enable = detecting_enable
+        self.detecting_sql = detecting_sql
+        self.detecting_interval = detecting_interval
+        self.detecting_retry_times = detecting_retry_times
+        self.heartbeat_ha_enable = heartbeat_ha_enable
+        if schema_history is None and schema_history_path is not None:
+            from pycanal.parse.meta import SchemaHistory
+
+            schema_history = SchemaHistory(
+                schema_history_path,
+                connect=lambda: self._control(self.running_address),
+                filter=self.filter,
+                alarm=lambda message: self._alarm(f"schema history: {message}"),
+            )
+        self.schema_history = schema_history
+        self.sink = sink
+        self.position_manager = position_manager or MemoryLogPositionManager()
+        self.alarm = alarm
+        self.dump_error_count_threshold = dump_error_count_threshold
+        self.auto_reset_latest_pos_mode = auto_reset_latest_pos_mode
+        self.reconnect_interval = reconnect_interval
+        self.max_reconnect_interval = max_reconnect_interval
+        self.timezone = timezone
+
+        self.running_address: Address = self.master_address
+        self.dump_error_count = 0
+        self.need_transaction_position = False
+        self.last_error: BaseException | None = None
+        self.last_start_position: EntryPosition | None = None
+        self.last_persisted: LogPosition | None = None
+        self.runs = 0
+        self._lock = threading.RLock()
+        self._running = False
+        self._stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._detector: threading.Thread | None = None
+        self._conn: ReplicaConnection | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def is_running(self) -> bool:
+        return self._running
+
+    def start(self) -> None:
+        with self._lock:
+            if self._running:
+                raise RuntimeError(f"parser {self.destination} is already running")
+            self._running = True
+            self._stop_event.clear()
+            if not self.position_manager.running:
+                self.position_manager.start()
+            self._thread = threading.Thread(
+                target=self._run, name=f"pycanal-parser-{self.destination}", daemon=True
+            )
+            self._thread.start()
+            if self.detecting_enable:
+                self._detector = threading.Thread(
+                    target=self._detect_loop, name=f"pycanal-detect-{self.destination}", daemon=True
+                )
+                self._detector.start()
+
+    def stop(self, timeout: float | None = 30.0) -> None:
+        """Stop the loop, kill the dump, and wait for the thread."""
+        with self._lock:
+            self._running = False
+            self._stop_event.set()
+            conn = self._conn
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                log.debug("closing the dump connection failed", exc_info=True)
+        for thread in (self._thread, self._detector):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout)
+        self._thread = self._detector = None
+
+    def do_switch(self) -> None:
+        """Switch between master and standby (Canal's ``doSwitch``): the next run connects to the
+        other address; the running dump is closed."""
+        if self.standby_address is None:
+            self._alarm("no standby configured: cannot switch")
+            return
+        with self._lock:
+            old = self.running_address
+            self.running_address = self.standby_address if old == self.master_address else self.master_address
+            conn = self._conn
+        log.warning("%s: switching from %s to %s", self.destination, old, self.running_address)
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001
+                log.debug("closing the dump connection failed", exc_info=True)
+
+    # ------------------------------------------------------------------ connections
+    def _credentials_for(self, address: Address) -> tuple[str, str]:
+        return self._credentials.get(address) or self._credentials[self.master_address]
+
+    def _control(self, address: Address) -> Any:
+        user, password = self._credentials_for(address)
+        return control.connect(address[0], address[1], user, password, connect_timeout=self.connect_timeout)
+
+    def _replica(
+        self,
+        address: Address,
+        *,
+        server_id: int | None,
+        decoder: EventDecoder | None = None,
+        heartbeat: float = 0.0,
+        read_timeout: float | None = None,
+    ) -> ReplicaConnection:
+        user, password = self._credentials_for(address)
+        return ReplicaConnection(
+            address[0],
+            address[1],
+            user,
+            password,
+            server_id=server_id,
+            heartbeat_period=heartbeat,
+            read_timeout=read_timeout,
+            connect_timeout=self.connect_timeout,
+            decoder=decoder,
+        )
+
+    # ------------------------------------------------------------------ scans
+    def _scan_file(self, address: Address, file: str) -> Iterator[ev.Event]:
+        """The events of one binlog file from offset 4 (a non-blocking dump without the artificial
+        events), up to its end."""
+        conn = self._replica(address, server_id=None, read_timeout=max(self.connect_timeout, 30.0))
+        try:
+            conn.dump(file, BINLOG_START_OFFSET, non_blocking=True)
+            for event in conn.events():
+                if isinstance(event, ev.RotateEvent):
+                    if event.next_file != file:
+                        return  # the end of the file
+                    continue
+                if event.flags & LOG_EVENT_ARTIFICIAL_F or event.file != file:
+                    continue
+                if isinstance(event, ev.FormatDescriptionEvent | ev.HeartbeatEvent):
+                    continue
+                yield event
+        finally:
+            conn.close()
+
+    def find_as_per_timestamp_in_specific_log_file(
+        self, address: Address, timestamp: int, end: EntryPosition | None, file: str
+    ) -> EntryPosition | None:
+        """The last transaction boundary in ``file`` whose event time is before ``timestamp`` (ms);
+        stops at ``end`` in the end file. None when the file has none."""
+        tracker = _TransactionTracker()
+        found: EntryPosition | None = None
+        for event in self._scan_file(address, file):
+            if event.timestamp and event.timestamp * 1000 >= timestamp:
+                break
+            if end is not None and end.journal_name == file and event.pos >= (end.position or 0):
+                break
+            b = tracker.boundary(event)
+            if b is not None:
+                found = EntryPosition(file, b.position, event.server_id, None, event.timestamp * 1000)
+        return found
+
+    def find_by_start_timestamp(self, address: Address, timestamp: int) -> EntryPosition:
+        """Search backwards from the newest binlog file (Canal's ``findByStartTimeStamp``)."""
+        with self._control(address) as conn:
+            end = self._end_position(conn)
+            files = [name for name, _size in control.show_binary_logs(conn)]
+        if end.journal_name in files:
+            files = files[: files.index(end.journal_name) + 1]
+        for file in reversed(files):
+            found = self.find_as_per_timestamp_in_specific_log_file(address, timestamp, end, file)
+            if found is not None:
+                log.warning("%s: found start position %s by timestamp %d", self.destination, found, timestamp)
+                return found
+        raise PositionNotFoundError(
+            f"can't find start position for {self.destination}: no transaction boundary before "
+            f"timestamp {timestamp} in the binlog files of {address[0]}:{address[1]}"
+        )
+
+    def find_transaction_begin_position(self, address: Address, start: EntryPosition) -> int:
+        """The offset of the last transaction begin before ``start`` in its file (rescanned from
+        offset 4; Canal's ``findTransactionBeginPosition``)."""
+        tracker = _TransactionTracker()
+        begin: int | None = None
+        for event in self._scan_file(address, start.journal_name or ""):
+            if event.pos >= (start.position or 0):
+                break
+            b = tracker.boundary(event)
+            if b is not None and b.kind == "begin":
+                begin = b.position
+        if begin is None:
+            return BINLOG_START_OFFSET
+        return begin
+
+    @staticmethod
+    def _end_position(conn: Any) -> EntryPosition:
+        status = control.show_master_status(conn)
+        if status is None:
+            raise StartPositionError("binary logging is off on the source (SHOW MASTER STATUS is empty)")
+        return EntryPosition(status.file, status.position, control.server_id(conn))
+
+    # ------------------------------------------------------------------ start position
+    def find_start_position(self, address: Address | None = None) -> EntryPosition:
+        """The position the next dump starts at (see the module notes)."""
+        address = address or self.running_address
+        if self.gtid_mode:
+            stored = self.position_manager.get_latest_index_by(self.destination)
+            if stored is not None:
+                if stored.postion.gtid:
+                    return stored.postion.copy()
+            elif self.master_position is not None and self.master_position.gtid:
+                return self.master_position.copy()
+        start = self._find_start_position_internal(address)
+        if self.need_transaction_position:
+            log.warning("%s: looking for the transaction begin before %s", self.destination, start)
+            begin = self.find_transaction_begin_position(address, start)
+            if begin > (start.position or 0):
+                raise StartPositionError(f"the transaction begin {begin} is after the start position {start}")
+            if begin != start.position:
+                log.warning("%s: moved the start from %s to %d", self.destination, start, begin)
+                start = start.copy(position=begin)
+            self.need_transaction_position = False
+        return start
+
+    def _find_start_position_internal(self, address: Address) -> EntryPosition:
+        stored = self.position_manager.get_latest_index_by(self.destination)
+        if stored is None:
+            return self._find_configured_position(address)
+        pos = stored.postion
+        if stored.identity.source_address == address:
+            if 0 <= self.dump_error_count_threshold < self.dump_error_count:
+                with self._control(address) as conn:
+                    server_id = control.server_id(conn)
+                    end = self._end_position(conn) if self.auto_reset_latest_pos_mode else None
+                case2 = (
+                    self.standby_address is None and pos.server_id is not None and pos.server_id != server_id
+                )
+                if case2:
+                    ts = (pos.timestamp or 0) - self.fallback_interval_seconds * 1000
+                    log.warning(
+                        "%s: serverId changed (%s -> %s): searching by timestamp %d",
+                        self.destination,
+                        pos.server_id,
+                        server_id,
+                        ts,
+                    )
+                    found = self.find_by_start_timestamp(address, ts)
+                    self.dump_error_count = 0
+                    return found
+                if end is not None:
+                    log.warning("%s: auto reset to the latest position %s", self.destination, end)
+                    self.dump_error_count = 0
+                    return end
+                raise BinlogPurgedPositionError(
+                    f"{self.destination}: the stored position {pos} on {address[0]}:{address[1]} failed "
+                    f"{self.dump_error_count} times with errno 1236 (binlog purged?) and the source's "
+                    f"serverId ({server_id}) is the stored one: reset the position or configure a "
+                    "new start"
+                )
+            if not pos.journal_name and (pos.position or 0) <= 0 and (pos.timestamp or 0) > 0:
+                ts = pos.timestamp - self.fallback_interval_seconds * 1000
+                return self.find_by_start_timestamp(address, ts)
+            log.warning("%s: starting at the last position %s", self.destination, pos)
+            return pos.copy()
+        # The stored position is from another source: a master/standby switch happened.
+        ts = (pos.timestamp or 0) - self.fallback_interval_seconds * 1000
+        log.warning(
+            "%s: source switched from %s to %s: searching by timestamp %d",
+            self.destination,
+            stored.identity.source_address,
+            address,
+            ts,
+        )
+        return self.find_by_start_timestamp(address, ts)
+
+    def _find_configured_position(self, address: Address) -> EntryPosition:
+        configured: EntryPosition | None = None
+        if address == self.master_address:
+            configured = self.master_position
+        elif self.standby_address is not None and address == self.standby_address:
+            configured = self.standby_position
+        if configured is None:
+            with self._control(address) as conn:
+                return self._end_position(conn)
+        configured = configured.copy()
+        if not configured.journal_name:
+            if (configured.timestamp or 0) > 0:
+                return self.find_by_start_timestamp(address, configured.timestamp)
+            with self._control(address) as conn:
+                return self._end_position(conn)
+        if (configured.position or 0) > 0:
+            if configured.server_id is None:
+                with self._control(address) as conn:
+                    configured.server_id = control.server_id(conn)
+            return configured
+        found = None
+        if (configured.timestamp or 0) > 0:
+            with self._control(address) as conn:
+                end = self._end_position(conn)
+            found = self.find_as_per_timestamp_in_specific_log_file(
+                address, configured.timestamp, end, configured.journal_name
+            )
+        if found is None:
+            configured.position = BINLOG_START_OFFSET
+            return configured
+        return found
+
+    # ------------------------------------------------------------------ running
+    def _alarm(self, message: str) -> None:
+        if self.alarm is not None:
+            try:
+                self.alarm(self.destination, message)
+                return
+            except Exception:  # noqa: BLE001 - an alarm must not break the loop
+                log.exception("alarm callback failed")
+        log.error("%s: %s", self.destination, message)
+
+    def _flush(self, entries: list[pb.Entry]) -> bool:
+        batch = [e for e in entries if e.entryType != pb.HEARTBEAT]
+        if not batch:
+            return True
+        accepted = self.sink(batch)
+        if not self._running:
+            # Stopping: whatever the sink did, nothing more is persisted.
+            raise _Stopping()
+        return accepted is not False
+
+    def _persist(self, address: Address, tp: TransactionPosition) -> None:
+        position = LogPosition(
+            LogIdentity(address, self.slave_id),
+            EntryPosition(tp.journal_name, tp.end_position, tp.server_id, tp.gtid or None, tp.timestamp),
+        )
+        self.position_manager.persist_log_position(self.destination, position)
+        self.last_persisted = position
+
+    def _sleep_backoff(self, failures: int) -> None:
+        delay = min(self.max_reconnect_interval, self.reconnect_interval * (2 ** max(0, failures - 1)))
+        self._stop_event.wait(delay)
+
+    def _run(self) -> None:
+        failures = 0
+        while self._running:
+            try:
+                streamed = self._run_once()
+                if streamed:
+                    failures = 0
+                if self._running:
+                    raise ConnectionError("the binlog stream ended (another replica with the same slave id?)")
+            except _Stopping:
+                break
+            except Exception as exc:  # noqa: BLE001 - every error restarts the run
+                if not self._running:
+                    break
+                self.last_error = exc
+                if isinstance(exc, BinlogPurgedError):
+                    self.dump_error_count += 1
+                if isinstance(exc, TableIdNotFoundError):
+                    # Started inside a transaction: the next start rewinds to its begin.
+                    self.need_transaction_position = True
+                self._alarm(f"dump error ({type(exc).__name__}): {exc}")
+                log.debug("%s: dump error", self.destination, exc_info=True)
+            finally:
+                with self._lock:
+                    conn, self._conn = self._conn, None
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception:  # noqa: BLE001
+                        log.debug("closing the dump connection failed", exc_info=True)
+            if not self._running:
+                break
+            failures += 1
+            self._sleep_backoff(failures)
+
+    def _run_once(self) -> bool:
+        """One run; returns True once events streamed (for the backoff)."""
+        address = self.running_address
+        self.runs += 1
+        start = self.find_start_position(address)
+        self.last_start_position = start
+        use_gtid = bool(self.gtid_mode and start.gtid)
+        history = self.schema_history
+        history_started = False
+        if history is not None and start.journal_name and not use_gtid:
+            history.start((start.journal_name, start.position or BINLOG_START_OFFSET))
+            history_started = True
+        decoder = EventDecoder(
+            f"{address[0]}:{address[1]}",
+            table_meta=history.table_meta if history is not None else None,
+        )
+        conn = self._replica(
+            address,
+            server_id=self.slave_id,
+            decoder=decoder,
+            heartbeat=self.heartbeat_period,
+            read_timeout=self.read_timeout,
+        )
+        with self._lock:
+            if not self._running:
+                return False
+            self._conn = conn
+        conn.connect()
+        gtid_set = None
+        if self.gtid_mode:
+            from pycanal.binlog.gtid import MariadbGtidSet, MysqlGtidSet
+
+            cls = MariadbGtidSet if conn.is_mariadb else MysqlGtidSet
+            gtid_set = cls.parse(start.gtid or "")
+        if use_gtid:
+            if conn.is_mariadb:
+                conn.dump_mariadb_gtid(start.gtid)
+            else:
+                conn.dump_gtid(start.gtid)
+        else:
+            conn.dump(start.journal_name or "", start.position or BINLOG_START_OFFSET)
+        log.info("%s: dumping %s:%d from %s", self.destination, address[0], address[1], start)
+        converter = EntryConverter(timezone=self.timezone, gtid_set=gtid_set)
+        buffer = TransactionBuffer(self.transaction_size, self._flush, lambda tp: self._persist(address, tp))
+        accepts = self.filter.accepts
+        streamed = False
+        try:
+            for event in conn.events():
+                if not self._running:
+                    break
+                streamed = True
+                if isinstance(event, ev.RotateEvent):
+                    if history is not None and not history_started:
+                        history.start((event.next_file, event.position))
+                        history_started = True
+                    continue
+                if isinstance(event, ev.TableMapEvent | ev.FormatDescriptionEvent):
+                    continue
+                if isinstance(event, ev.RowsEvent):
+                    tm = event.table_map
+                    if tm is None:
+                        raise TableIdNotFoundError(event.table_id, event.file, event.pos)
+                    if not accepts(tm.schema, tm.table):
+                        continue
+                elif (
+                    history is not None
+                    and history_started
+                    and type(event) is ev.QueryEvent
+                    and event.query.strip().upper() not in ("BEGIN", "COMMIT", "ROLLBACK")
+                ):
+                    history.at((event.file, event.pos))
+                    history.apply_event(event)
+                for entry in converter.convert(event):
+                    if (
+                        entry.entryType == pb.ROWDATA
+                        and entry.header.eventType not in _DML
+                        and entry.header.tableName
+                        and not accepts(entry.header.schemaName, entry.header.tableName)
+                    ):
+                        continue
+                    buffer.add(entry)
+        finally:
+            buffer.reset()
+        return streamed
+
+    # ------------------------------------------------------------------ detecting
+    def _detect_once(self, address: Address) -> bool:
+        try:
+            conn = self._control(address)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(self.detecting_sql)
+                    cur.fetchall()
+            finally:
+                conn.close()
+            return True
+        except Exception:  # noqa: BLE001 - any failure counts
+            log.debug("%s: detecting SQL failed on %s", self.destination, address, exc_info=True)
+            return False
+
+    def _detect_loop(self) -> None:
+        failures = 0
+        while not self._stop_event.wait(self.detecting_interval):
+            address = self.running_address
+            if self._detect_once(address):
+                failures = 0
+                continue
+            failures += 1
+            if failures < self.detecting_retry_times:
+                continue
+            failures = 0
+            self._alarm(
+                f"detecting SQL failed {self.detecting_retry_times} times on {address[0]}:{address[1]}"
+            )
+            if self.heartbeat_ha_enable and self.standby_address is not None:
+                self.do_switch()
+
+
+class _Stopping(Exception):
+    """The parser is stopping: leave the run without persisting."""

@@ -1,0 +1,263 @@
+"""MysqlEventParser running against private MariaDB servers: streaming, restart from the persisted
+position, the transaction rewind, errno 1236 handling and GTID mode."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from pycanal.parse.index import MemoryLogPositionManager
+from pycanal.parse.parser import MysqlEventParser
+from pycanal.parse.position import EntryPosition, LogIdentity, LogPosition
+from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.testing import PrivateMariaDB
+
+pytestmark = pytest.mark.mariadb
+
+
+@pytest.fixture(scope="module")
+def db() -> Iterator[PrivateMariaDB]:
+    with PrivateMariaDB(server_id=21) as server:
+        server.execute("CREATE TABLE pycanal.ep (id INT PRIMARY KEY, v VARCHAR(20))")
+        server.execute("CREATE TABLE pycanal.skipme (id INT PRIMARY KEY)")
+        yield server
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.entries: list[pb.Entry] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, entries: list[pb.Entry]) -> bool:
+        with self.lock:
+            self.entries.extend(entries)
+        return True
+
+    def ids(self, table: str = "ep") -> list[int]:
+        out = []
+        with self.lock:
+            entries = list(self.entries)
+        for e in entries:
+            if e.entryType != pb.ROWDATA or e.header.tableName != table:
+                continue
+            change = pb.RowChange.FromString(e.storeValue)
+            if change.isDdl or e.header.eventType != pb.INSERT:
+                continue
+            for row in change.rowDatas:
+                out += [int(c.value) for c in row.afterColumns if c.name == "id"]
+        return out
+
+
+class Alarms:
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def __call__(self, destination: str, message: str) -> None:
+        self.messages.append(message)
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def make_parser(db: PrivateMariaDB, sink, **kwargs) -> MysqlEventParser:
+    kwargs.setdefault("reconnect_interval", 0.05)
+    kwargs.setdefault("max_reconnect_interval", 0.2)
+    return MysqlEventParser("ep", (db.host, db.port), db.repl_user, db.repl_password, sink=sink, **kwargs)
+
+
+def insert(db: PrivateMariaDB, ids, table: str = "ep") -> None:
+    for i in ids:
+        db.execute(
+            f"INSERT INTO pycanal.{table} VALUES (%s{', %s' if table == 'ep' else ''})",
+            (i, "x") if table == "ep" else (i,),
+        )
+
+
+def test_stream_stop_restart_no_loss_no_duplicate(db: PrivateMariaDB) -> None:
+    file, pos = db.current_binlog()
+    manager = MemoryLogPositionManager()
+    sink = ListSink()
+    parser = make_parser(
+        db, sink, master_position=EntryPosition(file, pos), position_manager=manager, filter="pycanal\\.ep"
+    )
+    parser.start()
+    try:
+        insert(db, range(1, 21))
+        insert(db, [1], table="skipme")
+        wait_for(lambda: len(sink.ids()) == 20)
+        end = db.current_binlog()
+        wait_for(
+            lambda: (
+                (lp := manager.get_latest_index_by("ep")) is not None
+                and (lp.postion.journal_name, lp.postion.position) == end
+            )
+        )
+    finally:
+        parser.stop()
+    assert not parser.is_running
+    persisted = manager.get_latest_index_by("ep")
+    assert persisted is not None and persisted.identity.source_address == (db.host, db.port)
+    assert (persisted.postion.journal_name, persisted.postion.position) == db.current_binlog()
+    assert sink.ids("skipme") == []  # filtered
+    # Written while stopped, then resumed from the persisted position.
+    insert(db, range(21, 31))
+    sink2 = ListSink()
+    parser2 = make_parser(
+        db, sink2, master_position=EntryPosition(file, pos), position_manager=manager, filter="pycanal\\.ep"
+    )
+    parser2.start()
+    try:
+        insert(db, range(31, 41))
+        wait_for(lambda: len(sink2.ids()) == 20)
+    finally:
+        parser2.stop()
+    assert sink.ids() + sink2.ids() == list(range(1, 41))
+    kinds = [e.entryType for e in sink2.entries]
+    assert kinds[0] == pb.TRANSACTIONBEGIN  # resumed exactly at a transaction boundary
+
+
+def test_start_inside_transaction_rewinds_and_delivers_the_whole_transaction(db: PrivateMariaDB) -> None:
+    with db.root_connection() as conn, conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("INSERT INTO pycanal.ep VALUES (1001, 'a')")
+        cur.execute("INSERT INTO pycanal.ep VALUES (1002, 'b')")
+        cur.execute("COMMIT")
+    file, _ = db.current_binlog()
+    events = db.query(f"SHOW BINLOG EVENTS IN '{file}'")
+    gtid_pos = [int(r[1]) for r in events if r[2] == "Gtid"][-1]
+    rows_pos = [int(r[1]) for r in events if r[2].startswith("Write_rows")][-1]
+    sink, alarms = ListSink(), Alarms()
+    parser = make_parser(db, sink, master_position=EntryPosition(file, rows_pos), alarm=alarms)
+    parser.start()
+    try:
+        wait_for(lambda: 1002 in sink.ids())
+    finally:
+        parser.stop()
+    assert any("TABLE_MAP" in m for m in alarms.messages)
+    assert parser.last_start_position.position == gtid_pos
+    assert sink.ids() == [1001, 1002]
+
+
+def test_gtid_mode_streams_after_the_configured_gtid(db: PrivateMariaDB) -> None:
+    insert(db, [2001])
+    gtid = db.query("SELECT @@global.gtid_binlog_pos")[0][0]
+    insert(db, [2002, 2003])
+    sink = ListSink()
+    manager = MemoryLogPositionManager()
+    parser = make_parser(
+        db, sink, gtid_mode=True, master_position=EntryPosition(gtid=gtid), position_manager=manager
+    )
+    parser.start()
+    try:
+        wait_for(lambda: sink.ids()[-1:] == [2003])
+    finally:
+        parser.stop()
+    assert sink.ids() == [2002, 2003]
+    assert manager.get_latest_index_by("ep").postion.gtid == db.query("SELECT @@global.gtid_binlog_pos")[0][0]
+    # Restart in GTID mode: the stored gtid is used, nothing is repeated.
+    insert(db, [2004])
+    sink2 = ListSink()
+    parser = make_parser(
+        db, sink2, gtid_mode=True, master_position=EntryPosition(gtid=gtid), position_manager=manager
+    )
+    parser.start()
+    try:
+        wait_for(lambda: sink2.ids() == [2004])
+    finally:
+        parser.stop()
+
+
+def test_purged_position_counts_1236_then_clear_error_then_serverid_fallback(
+    mariadb_factory: Callable[..., PrivateMariaDB],
+) -> None:
+    server = mariadb_factory(server_id=31)
+    server.execute("CREATE TABLE pycanal.ep (id INT PRIMARY KEY, v VARCHAR(20))")
+    insert(server, [1])
+    old_file, old_pos = server.current_binlog()
+    server.flush_binary_logs()
+    insert(server, [2, 3])
+    time.sleep(1.1)
+    ts = int(time.time() * 1000)
+    time.sleep(1.1)
+    insert(server, [4])
+    new_file = server.current_binlog()[0]
+    server.execute(f"PURGE BINARY LOGS TO '{new_file}'")
+    manager = MemoryLogPositionManager()
+    manager.persist_log_position(
+        "ep",
+        LogPosition(
+            LogIdentity((server.host, server.port), 1),
+            EntryPosition(old_file, old_pos, 31, None, ts + 60_000),
+        ),
+    )
+    sink, alarms = ListSink(), Alarms()
+    parser = make_parser(server, sink, position_manager=manager, alarm=alarms)
+    parser.start()
+    try:
+        wait_for(lambda: any("BinlogPurgedPositionError" in m for m in alarms.messages))
+        assert parser.dump_error_count == 3
+        assert sum("BinlogPurgedError" in m for m in alarms.messages) == 3
+        assert sink.entries == []
+        # A VIP fail-over: the source behind the address now has another serverId.
+        server.execute("SET GLOBAL server_id = 32")
+        wait_for(lambda: 4 in sink.ids())
+    finally:
+        parser.stop()
+    assert parser.dump_error_count == 0
+    assert sink.ids() == [4]  # from the last boundary before ts - 0 (stored ts - 60 s)
+    assert parser.last_start_position.journal_name == new_file
+
+
+def test_detecting_failures_switch_to_standby(mariadb_factory: Callable[..., PrivateMariaDB]) -> None:
+    master = mariadb_factory(server_id=41)
+    standby = mariadb_factory(server_id=42)
+    for s in (master, standby):
+        s.execute("CREATE TABLE pycanal.ep (id INT PRIMARY KEY, v VARCHAR(20))")
+    insert(master, [1])
+    insert(standby, [1])
+    time.sleep(2.2)  # the stored timestamp minus the 1 s fallback must be after the standby's insert
+    sink, alarms = ListSink(), Alarms()
+    manager = MemoryLogPositionManager()
+    parser = MysqlEventParser(
+        "ep",
+        (master.host, master.port),
+        master.repl_user,
+        master.repl_password,
+        standby_address=(standby.host, standby.port),
+        sink=sink,
+        alarm=alarms,
+        master_position=EntryPosition(*master.current_binlog()),
+        position_manager=manager,
+        detecting_enable=True,
+        detecting_interval=0.2,
+        detecting_retry_times=2,
+        heartbeat_ha_enable=True,
+        reconnect_interval=0.05,
+        max_reconnect_interval=0.2,
+        fallback_interval_seconds=1,
+    )
+    parser.start()
+    try:
+        insert(master, [2])
+        wait_for(lambda: sink.ids() == [2])
+        master.stop()
+        wait_for(lambda: parser.running_address == (standby.host, standby.port))
+        time.sleep(0.3)
+        insert(standby, [3])
+        try:
+            wait_for(lambda: 3 in sink.ids())
+        except AssertionError:
+            raise AssertionError(alarms.messages[-3:]) from None
+    finally:
+        parser.stop()
+    assert any("detecting SQL failed" in m for m in alarms.messages), alarms.messages[-5:]
+    assert manager.get_latest_index_by("ep").identity.source_address == (standby.host, standby.port)
