@@ -278,6 +278,28 @@ class PrivateMariaDB:
         if not self.keep and self.root_dir is not None:
             shutil.rmtree(self.root_dir, ignore_errors=True)
 
+    def restart(self, kill: bool = False) -> None:
+        """Stop the server (clean SHUTDOWN, or SIGKILL with ``kill=True``, as a crash) and start
+        it again on the same datadir and port: the binlog and the data survive."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError("PrivateMariaDB is not running")
+        if kill:
+            proc.kill()
+        else:
+            conn = self.root_connection(connect_timeout=5)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute("SHUTDOWN")
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.close()
+        proc.wait(self.shutdown_timeout)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket)  # a killed server leaves its socket file behind
+        if not self._launch_and_wait():
+            raise MariaDBStartError(f"mariadbd could not bind port {self.port} again on restart")
+
     # ------------------------------------------------------------------ internals
     def _make_dirs(self) -> None:
         base = Path(self._base_dir) if self._base_dir is not None else Path(tempfile.gettempdir())
