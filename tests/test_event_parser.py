@@ -294,3 +294,24 @@ def test_source_restart_mid_stream_loses_and_repeats_nothing(kill: bool) -> None
             assert expected == list(range(1, 301))
         finally:
             parser.stop()
+
+
+def test_compressed_binlog_streams() -> None:
+    # MariaDB's log_bin_compress writes QUERY/ROWS events as their compressed types (165-171).
+    extra = ["--log-bin-compress=ON", "--log-bin-compress-min-len=10"]
+    with PrivateMariaDB(server_id=32, extra_args=extra) as src:
+        src.execute("CREATE TABLE pycanal.ep (id INT PRIMARY KEY, v VARCHAR(200))")
+        file, pos = src.current_binlog()
+        sink = ListSink()
+        parser = make_parser(src, sink, master_position=EntryPosition(file, pos))
+        parser.start()
+        try:
+            for i in range(1, 31):
+                src.execute("INSERT INTO pycanal.ep VALUES (%s, %s)", (i, "compressible " * 10))
+            src.execute("UPDATE pycanal.ep SET v = 'short' WHERE id <= 10")
+            wait_for(lambda: len(sink.ids()) == 30)
+            assert sorted(sink.ids()) == list(range(1, 31))
+            types = [r[2] for r in src.query(f"SHOW BINLOG EVENTS IN '{file}'")]
+            assert "Write_rows_compressed_v1" in types and "Query_compressed" in types, types
+        finally:
+            parser.stop()
