@@ -298,3 +298,170 @@ def test_live_mariadb_bytes_identical(live_events: list[ev.Event], options: int)
     if "gtid_set" in opts:
         assert all(h.gtid for h, _, _ in rows)
     assert sum(1 for h, _ in changes if h.tableName == workload.ALL_TYPES.name) > 20
+
+
+# --------------------------------------------------------------------------- specialised code
+def _plan_and_values() -> tuple[list[tuple], list[list[Any]]]:
+    """One column per converter shape the fast code specialises (and generic ones), each with
+    values covering its branches: NULL, unsigned widening bounds, negative zero, bytes in a text
+    column, UTC / zoned TIMESTAMP, Java double text, an empty ``mysqlType``."""
+    from decimal import Decimal
+    from zoneinfo import ZoneInfo
+
+    from pycanal.parse import convert as CV
+
+    J = CV.JavaTypes
+    enum_conv, enum_null = EntryConverter(enum_set="index")._enum(["a", "b"])
+    set_conv, set_null = EntryConverter(enum_set="label")._set(["x", "y"])
+    columns = [
+        ("INT", CV._int_conv(J.INTEGER, J.BIGINT, 1 << 31, False), J.INTEGER, [1, -2147483648, 0, None, 7]),
+        (
+            "TINYINT UNSIGNED",
+            CV._int_conv(J.TINYINT, J.SMALLINT, 1 << 7, True),
+            J.TINYINT,
+            [0, 127, 128, 255, None],
+        ),
+        (
+            "BIGINT UNSIGNED",
+            CV._int_conv(J.BIGINT, J.DECIMAL, 1 << 63, True),
+            J.BIGINT,
+            [None, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 5],
+        ),
+        (
+            "DECIMAL",
+            CV._fixed(J.DECIMAL, CV._decimal_text),
+            J.DECIMAL,
+            [Decimal("-0.00"), Decimal("12.50"), None, Decimal("-3.1"), Decimal("0E-5")],
+        ),
+        (
+            "DATETIME",
+            CV._fixed(J.TIMESTAMP, str),
+            J.TIMESTAMP,
+            ["2024-02-29 12:34:56", None, "0000-00-00 00:00:00"],
+        ),
+        (
+            "TIMESTAMP UTC",
+            CV._fixed(J.TIMESTAMP, CV._Timestamps(None).text),
+            J.TIMESTAMP,
+            ["2024-03-10 07:30:00", "1970-01-01 00:00:01.5", None],
+        ),
+        (
+            "TIMESTAMP zoned",
+            CV._fixed(J.TIMESTAMP, CV._Timestamps(ZoneInfo("Asia/Shanghai")).text),
+            J.TIMESTAMP,
+            ["2024-03-10 07:30:00", None, "2038-01-19 03:14:07.999999", "0000-00-00 00:00:00"],
+        ),
+        (
+            "DOUBLE",
+            CV._fixed(J.DOUBLE, CV.java_double_text),
+            J.DOUBLE,
+            [1e10, -0.0, None, 3.25e-7, float("nan")],
+        ),
+        ("BIT", CV._fixed(J.BIT), J.BIT, [1, 4095, None]),
+        (
+            "VARCHAR",
+            CV._chars_or_bytes(J.VARCHAR),
+            J.VARCHAR,
+            ["héllo", b"\xff\x00ab", "", None, "ab", b"ab"],
+        ),
+        ("CHAR BINARY", CV._chars_or_bytes(J.CHAR), J.BLOB, [b"\x80", "中文", None]),
+        ("ENUM", enum_conv, enum_null, ["b", 2, "", None]),
+        ("SET labels", set_conv, set_null, [["x", "y"], 3, None, []]),
+        (
+            "",
+            CV._int_conv(J.SMALLINT, J.INTEGER, 1 << 15, True),
+            J.SMALLINT,
+            [None, 40000, 3],
+        ),  # no mysqlType
+    ]
+    plan = [(i, f"c{i}", i == 0, mt.lower(), conv, null) for i, (mt, conv, null, _) in enumerate(columns)]
+    return plan, [values for *_, values in columns]
+
+
+def _rows_for(values: list[list[Any]], n: int) -> list[tuple]:
+    return [tuple(vals[k % len(vals)] for vals in values) for k in range(n)]
+
+
+def _expected_rowdatas(plan: list[tuple], kind: str, rows: list) -> bytes:
+    """convert.py's own row images (``_image``) serialized by protobuf."""
+    from pycanal.parse.convert import _image
+    from pycanal.protocol import EntryProtocol_pb2 as pb
+
+    change = pb.RowChange()
+    for row in rows:
+        rd = change.rowDatas.add()
+        if kind == "INSERT":
+            _image(rd.afterColumns, plan, row, None)
+        elif kind == "DELETE":
+            _image(rd.beforeColumns, plan, row, False)
+        else:
+            _image(rd.afterColumns, plan, row[1], _image(rd.beforeColumns, plan, row[0], False))
+    return change.SerializeToString()
+
+
+def _table_code(plan: list[tuple]) -> Any:
+    from types import SimpleNamespace
+
+    return R._TableCode(plan, SimpleNamespace(schema="s", table="t"))
+
+
+def test_fast_code_specialises_every_shape():
+    plan, _ = _plan_and_values()
+    shapes = [R._conv_shape(p[4])[0] for p in plan]
+    assert shapes == ["int", "uint", "uint", "fixed", "fixed", "fixed", "fixed", "fixed", "fixed"] + [
+        "chars",
+        "chars",
+        "generic",
+        "generic",
+        "uint",
+    ]
+    assert R._conv_shape(lambda v: (1, str(v)))[0] == "generic"
+    src = _table_code(plan).fast_encoder("UPDATE").source
+    assert "b'%d' % v0" in src and "if v1 >= L1" in src and "s = f'{v3:f}'" in src
+    assert "bx5 = v5.encode()" in src and "F6(v6)" in src and "bx4 = str(v4).encode()" in src
+
+
+@pytest.mark.parametrize("kind", ["INSERT", "DELETE", "UPDATE"])
+def test_fast_code_matches_convert(kind: str):
+    """Every specialised branch against convert.py's ``_image``: NULLs, widening bounds, updated
+    flags (value changed, unchanged, to/from NULL; bytes vs str of the same text)."""
+    plan, values = _plan_and_values()
+    rows = _rows_for(values, 60)
+    if kind == "UPDATE":
+        # a column of n values is unchanged where n divides the step
+        pairs = [(rows[k], rows[k + step]) for step in range(7) for k in range(0, 50, 3)]
+        nulls = tuple(None for _ in plan)
+        pairs += [(nulls, rows[3]), (rows[4], nulls), (nulls, nulls)]
+        text, raw = rows[4], rows[5]  # VARCHAR "ab" -> b"ab": same text, other sqlType, not updated
+        assert (text[9], raw[9]) == ("ab", b"ab")
+        pairs += [(text, raw), (raw, text)]
+        rows = pairs
+    code = _table_code(plan)
+    out: list[bytes] = [b"head"]
+    code.encode_rows(kind, rows, out)
+    assert out[0] == b"head"
+    assert b"".join(out[1:]) == _expected_rowdatas(plan, kind, rows)
+    # the fast encoder alone gives the same (no fallback was needed)
+    fast: list[bytes] = []
+    code.fast_encoder(kind)(rows, fast)
+    assert fast == out[1:]
+
+
+@pytest.mark.parametrize("kind", ["INSERT", "DELETE", "UPDATE"])
+def test_fast_code_falls_back_on_missing_columns(kind: str):
+    """A ``MISSING`` column (partial row image) after some rows: the whole event is rewritten by
+    the generic encoder, nothing of the fast attempt is left in ``out``."""
+    plan, values = _plan_and_values()
+    rows = _rows_for(values, 8)
+    partial = tuple(R.MISSING if j % 3 == 1 else v for j, v in enumerate(rows[0]))
+    if kind == "UPDATE":
+        rows = [(rows[1], rows[2]), (rows[3], rows[4]), (partial, rows[5]), (rows[6], partial)]
+    else:
+        rows = [rows[1], rows[2], partial, rows[3]]
+    code = _table_code(plan)
+    with pytest.raises(R._Partial):
+        code.fast_encoder(kind)(rows, [])
+    out: list[bytes] = [b"head"]
+    code.encode_rows(kind, rows, out)
+    assert out[0] == b"head"
+    assert b"".join(out[1:]) == _expected_rowdatas(plan, kind, rows)

@@ -31,8 +31,17 @@ module compiles straight-line Python for INSERT, UPDATE and DELETE rows, like th
   index, sqlType, name, isKey, updated, isNull, the value's tag and length - looked up by
   (sqlType, byte length of the value), plus the constant ``mysqlType`` field that follows it.
 
-So one value costs its ``conv`` call, a UTF-8 encode, two dict look-ups and three appends. The
-Header's table part is encoded once per table, its GTID props once per GTID event.
+The code that runs first is specialised per column: ``convert.py``'s converters are recognised
+by their code objects (``_int_conv``, ``_fixed``, ``_chars_or_bytes``) and their closure
+constants (sqlTypes, widening limit, formatter) are baked in, so an INT is ``b'%d' % v`` and one
+look-up of its head by byte length, a str in a text column one ``encode``, a UTC TIMESTAMP its
+decoder text, a DECIMAL ``convert._decimal_text`` inlined; any other converter (ENUM, SET,
+JSON, bytes in a text column, ...) is called as it is. Per row each column gives three
+variables (head, value bytes, ``mysqlType`` field) joined once; an UPDATE's updated flag
+compares the UTF-8 bytes of the two texts (equal exactly when the texts are). A ``MISSING``
+column (partial row image) makes that code raise ``_Partial``; the event is then written again by
+the generic code: per value its ``conv`` call, a UTF-8 encode, two dict look-ups and three
+appends. The Header's table part is encoded once per table, its GTID props once per GTID event.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from typing import Any
 from pycanal.binlog import events as ev
 from pycanal.binlog.rows import MISSING
 from pycanal.binlog.tablemap import TableMap
+from pycanal.parse import convert as _convert
 from pycanal.parse.convert import DdlClassifier, EntryConverter, TableIdNotFoundError
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
@@ -176,6 +186,10 @@ class _ColumnCode:
     def _null(self, side: bytes, sql_type: int, updated: bool) -> bytes:
         return _field_bytes(side[0], self.pre(sql_type, updated, True) + self.suffix)
 
+    def null_head(self, null: bytes) -> bytes:
+        """A NULL Column without its trailing ``mysqlType`` field (the fast code appends it)."""
+        return null[: len(null) - len(self.suffix)]
+
 
 # ------------------------------------------------------------------------------ code generation
 def _image_lines(n: int, var: str, mode: str) -> list[str]:
@@ -260,6 +274,161 @@ def _compile(plan: list[tuple], columns: list[_ColumnCode], kind: str) -> Any:
     return encode
 
 
+# ------------------------------------------------------------------------------ specialised code
+class _Partial(Exception):
+    """A row image lacks a column (``MISSING``): the event goes through the generic encoder."""
+
+
+# The value converters of ``convert.py`` recognised by their code objects; their closure cells
+# give the constants (sqlType, formatter). Any other converter is called as it is.
+_FIXED_CODE = _convert._fixed(0).__code__
+_INT_CODE = _convert._int_conv(0, 0, 0, False).__code__
+_UINT_CODE = _convert._int_conv(0, 0, 0, True).__code__
+_CHARS_CODE = _convert._chars_or_bytes(0).__code__
+
+
+def _conv_shape(conv: Any) -> tuple[str, dict[str, Any]]:
+    """(shape, closure constants) of one column converter: "fixed" (sqlType, fmt), "int"
+    (base), "uint" (base, widened, limit), "chars" (text_type) or "generic"."""
+    code = getattr(conv, "__code__", None)
+    shape = {_FIXED_CODE: "fixed", _INT_CODE: "int", _UINT_CODE: "uint", _CHARS_CODE: "chars"}.get(code)
+    if shape is None or not conv.__closure__:
+        return "generic", {}
+    cells = dict(zip(code.co_freevars, (c.cell_contents for c in conv.__closure__), strict=True))
+    return shape, cells
+
+
+class _FastGen:
+    """Straight-line code for rows without ``MISSING`` columns: per column three variables (head,
+    value bytes, ``mysqlType`` field) joined once per row; values formatted per converter shape."""
+
+    def __init__(self, plan: list[tuple], columns: list[_ColumnCode]) -> None:
+        self.ns: dict[str, Any] = {
+            "MISSING": MISSING,
+            "Partial": _Partial,
+            "ROWDATA": _ROWDATA,
+            "join": b"".join,
+        }
+        self.shapes = [_conv_shape(p[4]) for p in plan]
+        self.columns = columns
+        for (i, *_rest), c in zip(plan, columns, strict=True):
+            ns = self.ns
+            ns[f"C{i}"] = plan[i][4]
+            ns[f"S{i}"] = c.suffix
+            ns[f"HB{i}"] = c.before
+            ns[f"HU{i}"] = c.after_updated
+            ns[f"HS{i}"] = c.after_same
+            ns[f"NB{i}"] = c.null_head(c.null_before)
+            ns[f"NU{i}"] = c.null_head(c.null_updated)
+            ns[f"NS{i}"] = c.null_head(c.null_same)
+
+    def heads(self, table: str, i: int, sql_type: int) -> str:
+        """Name of the ``_ValueHeads`` of one fixed sqlType (``table`` HB/HU/HS)."""
+        name = f"{table}{i}_{sql_type if sql_type >= 0 else f'm{-sql_type}'}"
+        if name not in self.ns:
+            self.ns[name] = self.ns[f"{table}{i}"][sql_type]
+        return name
+
+    def pick(self, mode: str, i: int, sql_type: int | None) -> str:
+        """Expression for the heads table (``_ValueHeads``, or by sqlType when None)."""
+
+        def one(table: str) -> str:
+            return f"{table}{i}" if sql_type is None else self.heads(table, i, sql_type)
+
+        if mode == "insert":
+            return one("HU")
+        if mode == "before":
+            return one("HB")
+        return f"({one('HU')} if p{i} != by{i} else {one('HS')})"
+
+    def image(self, var: str, mode: str, tag: str, keep: bool = False) -> list[str]:
+        """Lines setting ``h<tag><i>``/``b<tag><i>`` for each column of tuple ``var``; ``keep``
+        (UPDATE before image) also keeps each value's bytes in ``p<i>`` (None for NULL)."""
+        n = len(self.columns)
+        if n == 0:
+            return []
+        targets = ", ".join(f"v{i}" for i in range(n)) + ("," if n == 1 else "")
+        lines = [f"{targets} = {var}"]
+        null = {"insert": "NU{i}", "before": "NB{i}", "after": "(NU{i} if p{i} is not None else NS{i})"}[mode]
+        for i, (shape, cells) in enumerate(self.shapes):
+            v, b, h = f"v{i}", f"b{tag}{i}", f"h{tag}{i}"
+            lines += [f"if {v} is None:", f"    {h} = {null.format(i=i)}", f"    {b} = b''"]
+            if keep:
+                lines.append(f"    p{i} = None")
+            lines += [f"elif {v} is MISSING:", "    raise Partial", "else:"]
+            body: list[str] = []
+            if shape == "int":
+                body += [f"{b} = b'%d' % {v}", f"{h} = {self.pick(mode, i, cells['base'])}[len({b})]"]
+            elif shape == "uint":
+                self.ns[f"L{i}"] = cells["limit"]
+                wide = self.pick(mode, i, cells["widened"])
+                base = self.pick(mode, i, cells["base"])
+                body += [f"{b} = b'%d' % {v}", f"{h} = ({wide} if {v} >= L{i} else {base})[len({b})]"]
+            elif shape == "fixed":
+                fmt = cells["fmt"]
+                stamps = getattr(fmt, "__self__", None)
+                if fmt is str:
+                    body.append(f"{b} = str({v}).encode()")
+                elif isinstance(stamps, _convert._Timestamps) and stamps.convert is None:
+                    body.append(f"{b} = {v}.encode()")  # UTC: the decoder's text as it is
+                elif fmt is _convert._decimal_text:
+                    body += [
+                        f"s = f'{{{v}:f}}'",
+                        f"if s[0] == '-' and not {v}:",  # no negative zero
+                        "    s = s[1:]",
+                        f"{b} = s.encode()",
+                    ]
+                else:
+                    self.ns[f"F{i}"] = fmt
+                    body.append(f"{b} = F{i}({v}).encode()")
+                body.append(f"{h} = {self.pick(mode, i, cells['sql_type'])}[len({b})]")
+            elif shape == "chars":
+                body += [
+                    f"if type({v}) is str:",
+                    f"    {b} = {v}.encode()",
+                    f"    {h} = {self.pick(mode, i, cells['text_type'])}[len({b})]",
+                    "else:",
+                    f"    t, s = C{i}({v})",
+                    f"    {b} = s.encode()",
+                    f"    {h} = {self.pick(mode, i, None)}[t][len({b})]",
+                ]
+            else:
+                body += [
+                    f"t, s = C{i}({v})",
+                    f"{b} = s.encode()",
+                    f"{h} = {self.pick(mode, i, None)}[t][len({b})]",
+                ]
+            if keep:
+                body.append(f"p{i} = {b}")
+            lines += ["    " + line for line in body]
+        return lines
+
+    def compile(self, kind: str) -> Any:
+        n = len(self.columns)
+        if kind == "UPDATE":
+            loop = "for before, after in rows:"
+            body = self.image("before", "before", "x", keep=True) + self.image("after", "after", "y")
+            parts = [f"hx{i}, bx{i}, S{i}" for i in range(n)] + [f"hy{i}, by{i}, S{i}" for i in range(n)]
+        else:
+            loop = "for row in rows:"
+            body = self.image("row", "before" if kind == "DELETE" else "insert", "x")
+            parts = [f"hx{i}, bx{i}, S{i}" for i in range(n)]
+        lines = [
+            "def encode(rows, out):",
+            "    put = out.append",
+            f"    {loop}",
+            *("        " + line for line in body),
+            f"        r = join(({', '.join(parts)}))",
+            "        put(ROWDATA[len(r)])",
+            "        put(r)",
+        ]
+        src = "\n".join(lines) + "\n"
+        exec(compile(src, f"<raw entry fast {kind} {n} cols>", "exec"), self.ns)
+        encode = self.ns["encode"]
+        encode.source = src
+        return encode
+
+
 _EVENT_TYPES = {"INSERT": pb.INSERT, "UPDATE": pb.UPDATE, "DELETE": pb.DELETE}
 
 
@@ -277,11 +446,32 @@ class _TableCode:
         }
         self.header_event_type = {kind: b"\x58" + encode_varint(t) for kind, t in _EVENT_TYPES.items()}
         self._encoders: dict[str, Any] = {}
+        self._fast: dict[str, Any] = {}
+        self._gen: _FastGen | None = None
 
     def encoder(self, kind: str) -> Any:
+        """The generic encoder (any row, also with ``MISSING`` columns)."""
         enc = self._encoders.get(kind)
         if enc is None:
             enc = self._encoders[kind] = _compile(self.plan, self.columns, kind)
+        return enc
+
+    def encode_rows(self, kind: str, rows: list, out: list[bytes]) -> None:
+        """Append the ``rowDatas`` fields of ``rows`` to ``out``."""
+        mark = len(out)
+        try:
+            self.fast_encoder(kind)(rows, out)
+        except _Partial:  # a partial row image: every row of the event the generic way
+            del out[mark:]
+            self.encoder(kind)(rows, out)
+
+    def fast_encoder(self, kind: str) -> Any:
+        """The specialised encoder (raises ``_Partial`` at a ``MISSING`` column)."""
+        enc = self._fast.get(kind)
+        if enc is None:
+            if self._gen is None:
+                self._gen = _FastGen(self.plan, self.columns)
+            enc = self._fast[kind] = self._gen.compile(kind)
         return enc
 
 
@@ -354,7 +544,7 @@ class RawEntryConverter:
         rows = e.rows
         # RowChange: tableId (1), eventType (2), isDdl (10), rowDatas (12)
         parts = [_field_int(0x08, e.table_id), code.change_head[kind]]
-        code.encoder(kind)(rows, parts)
+        code.encode_rows(kind, rows, parts)
         change = b"".join(parts)
 
         if e.file != self._file:
