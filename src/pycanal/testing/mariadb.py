@@ -257,13 +257,7 @@ class PrivateMariaDB:
         proc = self.process
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(Exception):
-                conn = self.root_connection(connect_timeout=5)
-                try:
-                    with conn.cursor() as cur:
-                        cur.execute("SHUTDOWN")
-                finally:
-                    with contextlib.suppress(Exception):
-                        conn.close()
+                self._send_shutdown()
             try:
                 proc.wait(self.shutdown_timeout)
             except subprocess.TimeoutExpired:
@@ -287,13 +281,7 @@ class PrivateMariaDB:
         if kill:
             proc.kill()
         else:
-            conn = self.root_connection(connect_timeout=5)
-            try:
-                with conn.cursor() as cur:
-                    cur.execute("SHUTDOWN")
-            finally:
-                with contextlib.suppress(Exception):
-                    conn.close()
+            self._send_shutdown()
         proc.wait(self.shutdown_timeout)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket)  # a killed server leaves its socket file behind
@@ -301,6 +289,15 @@ class PrivateMariaDB:
             raise MariaDBStartError(f"mariadbd could not bind port {self.port} again on restart")
 
     # ------------------------------------------------------------------ internals
+    def _send_shutdown(self) -> None:
+        conn = self.root_connection(connect_timeout=5)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHUTDOWN")
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
     def _make_dirs(self) -> None:
         base = Path(self._base_dir) if self._base_dir is not None else Path(tempfile.gettempdir())
         # A unix socket path must fit in sun_path (108 bytes on Linux).
