@@ -74,6 +74,18 @@ if ! have mariadbd || ! have mariadb-install-db || ! have mariadb || ! have mari
 fi
 log "mariadb: $( (/usr/sbin/mariadbd --version 2>/dev/null || mariadbd --version) | sed 's/^[^ ]* *//')"
 
+# ZooKeeper (Debian package) for the ZooKeeper meta managers' tests: the tests start a private server
+# (pycanal.testing.zookeeper.PrivateZooKeeper) from /usr/share/java/zookeeper.jar with java; the
+# package's own system service is not used.
+if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null 2>&1; then
+    apt_install zookeeper
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        as_root systemctl disable --now zookeeper.service >/dev/null 2>&1 || true
+    fi
+    [ -f /usr/share/java/zookeeper.jar ] || die "/usr/share/java/zookeeper.jar still missing after installing zookeeper"
+fi
+log "zookeeper: $(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo installed)"
+
 PY="$(pick_python || true)"
 if [ -z "$PY" ]; then
     apt_install python3 python3-venv

@@ -58,6 +58,18 @@ def mariadb_factory() -> Iterator[Callable[..., PrivateMariaDB]]:
 
 
 @pytest.fixture(scope="session")
+def zookeeper() -> Iterator[Any]:
+    """A private ZooKeeper (Debian package, standalone, free loopback port) for the whole session.
+
+    Started on first use, stopped at session end. Shared by all tests: work under a unique chroot
+    or unique paths (`zookeeper.client(chroot="/my-test")`)."""
+    from pycanal.testing.zookeeper import PrivateZooKeeper
+
+    with PrivateZooKeeper() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """`<repo>/../shared/fixtures/binlog`; a missing directory is an error, never a skip."""
     if not FIXTURES_DIR.is_dir():
