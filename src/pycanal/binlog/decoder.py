@@ -443,10 +443,12 @@ class EventDecoder:
         if decode is None:
             specs = column_specs(tm, self.codec_for)
             decode = build_decoder(specs, before, after, partial_json=partial)
+            decode.specs = specs  # type: ignore[attr-defined]
             tm.decoders[key] = decode
         source, pos = self.source, h[6]
 
         def rows() -> list:
+            data = event.row_data
             try:
                 return decode(data, 0, len(data))
             except BinlogError as exc:
@@ -466,6 +468,7 @@ class EventDecoder:
                 ) from None
 
         event._decode = rows
+        event.row_data, event.row_decoder = data, decode
         return event
 
     def _payload(self, h: tuple, body: bytes) -> ev.TransactionPayloadEvent:

@@ -121,6 +121,10 @@ class RowsEvent(Event):
     column_count: int = 0
     before_columns: list[int] | None = None
     after_columns: list[int] | None = None
+    # The row images' bytes and the compiled decoder for them (its ``specs`` attribute lists the
+    # ColumnSpecs it was built from), for consumers that encode straight from the bytes.
+    row_data: bytes = field(default=b"", repr=False)
+    row_decoder: Any = field(default=None, repr=False)
     _decode: Any = field(default=None, repr=False)
     _rows: list | None = field(default=None, repr=False)
 

@@ -51,7 +51,11 @@ from datetime import tzinfo
 from typing import Any
 
 from pycanal.binlog import events as ev
-from pycanal.binlog.rows import MISSING
+from pycanal.binlog import values
+from pycanal.binlog.constants import ColumnType as T
+from pycanal.binlog.constants import EventType as E
+from pycanal.binlog.errors import BinlogError
+from pycanal.binlog.rows import MISSING, ColumnSpec, _Gen
 from pycanal.binlog.tablemap import TableMap
 from pycanal.parse import convert as _convert
 from pycanal.parse.convert import DdlClassifier, EntryConverter, TableIdNotFoundError
@@ -350,58 +354,65 @@ class _FastGen:
         targets = ", ".join(f"v{i}" for i in range(n)) + ("," if n == 1 else "")
         lines = [f"{targets} = {var}"]
         null = {"insert": "NU{i}", "before": "NB{i}", "after": "(NU{i} if p{i} is not None else NS{i})"}[mode]
-        for i, (shape, cells) in enumerate(self.shapes):
+        for i in range(n):
             v, b, h = f"v{i}", f"b{tag}{i}", f"h{tag}{i}"
             lines += [f"if {v} is None:", f"    {h} = {null.format(i=i)}", f"    {b} = b''"]
             if keep:
                 lines.append(f"    p{i} = None")
             lines += [f"elif {v} is MISSING:", "    raise Partial", "else:"]
-            body: list[str] = []
-            if shape == "int":
-                body += [f"{b} = b'%d' % {v}", f"{h} = {self.pick(mode, i, cells['base'])}[len({b})]"]
-            elif shape == "uint":
-                self.ns[f"L{i}"] = cells["limit"]
-                wide = self.pick(mode, i, cells["widened"])
-                base = self.pick(mode, i, cells["base"])
-                body += [f"{b} = b'%d' % {v}", f"{h} = ({wide} if {v} >= L{i} else {base})[len({b})]"]
-            elif shape == "fixed":
-                fmt = cells["fmt"]
-                stamps = getattr(fmt, "__self__", None)
-                if fmt is str:
-                    body.append(f"{b} = str({v}).encode()")
-                elif isinstance(stamps, _convert._Timestamps) and stamps.convert is None:
-                    body.append(f"{b} = {v}.encode()")  # UTC: the decoder's text as it is
-                elif fmt is _convert._decimal_text:
-                    body += [
-                        f"s = f'{{{v}:f}}'",
-                        f"if s[0] == '-' and not {v}:",  # no negative zero
-                        "    s = s[1:]",
-                        f"{b} = s.encode()",
-                    ]
-                else:
-                    self.ns[f"F{i}"] = fmt
-                    body.append(f"{b} = F{i}({v}).encode()")
-                body.append(f"{h} = {self.pick(mode, i, cells['sql_type'])}[len({b})]")
-            elif shape == "chars":
-                body += [
-                    f"if type({v}) is str:",
-                    f"    {b} = {v}.encode()",
-                    f"    {h} = {self.pick(mode, i, cells['text_type'])}[len({b})]",
-                    "else:",
-                    f"    t, s = C{i}({v})",
-                    f"    {b} = s.encode()",
-                    f"    {h} = {self.pick(mode, i, None)}[t][len({b})]",
-                ]
-            else:
-                body += [
-                    f"t, s = C{i}({v})",
-                    f"{b} = s.encode()",
-                    f"{h} = {self.pick(mode, i, None)}[t][len({b})]",
-                ]
+            body = self.value_lines(i, mode, v, b, h)
             if keep:
                 body.append(f"p{i} = {b}")
             lines += ["    " + line for line in body]
         return lines
+
+    def value_lines(self, i: int, mode: str, v: str, b: str, h: str) -> list[str]:
+        """Lines turning the (non-NULL) value ``v`` of column ``i`` into its text bytes ``b``
+        and Column head ``h``."""
+        shape, cells = self.shapes[i]
+        body: list[str] = []
+        if shape == "int":
+            body += [f"{b} = b'%d' % {v}", f"{h} = {self.pick(mode, i, cells['base'])}[len({b})]"]
+        elif shape == "uint":
+            self.ns[f"L{i}"] = cells["limit"]
+            wide = self.pick(mode, i, cells["widened"])
+            base = self.pick(mode, i, cells["base"])
+            body += [f"{b} = b'%d' % {v}", f"{h} = ({wide} if {v} >= L{i} else {base})[len({b})]"]
+        elif shape == "fixed":
+            fmt = cells["fmt"]
+            stamps = getattr(fmt, "__self__", None)
+            if fmt is str:
+                body.append(f"{b} = str({v}).encode()")
+            elif isinstance(stamps, _convert._Timestamps) and stamps.convert is None:
+                body.append(f"{b} = {v}.encode()")  # UTC: the decoder's text as it is
+            elif fmt is _convert._decimal_text:
+                body += [
+                    f"s = f'{{{v}:f}}'",
+                    f"if s[0] == '-' and not {v}:",  # no negative zero
+                    "    s = s[1:]",
+                    f"{b} = s.encode()",
+                ]
+            else:
+                self.ns[f"F{i}"] = fmt
+                body.append(f"{b} = F{i}({v}).encode()")
+            body.append(f"{h} = {self.pick(mode, i, cells['sql_type'])}[len({b})]")
+        elif shape == "chars":
+            body += [
+                f"if type({v}) is str:",
+                f"    {b} = {v}.encode()",
+                f"    {h} = {self.pick(mode, i, cells['text_type'])}[len({b})]",
+                "else:",
+                f"    t, s = C{i}({v})",
+                f"    {b} = s.encode()",
+                f"    {h} = {self.pick(mode, i, None)}[t][len({b})]",
+            ]
+        else:
+            body += [
+                f"t, s = C{i}({v})",
+                f"{b} = s.encode()",
+                f"{h} = {self.pick(mode, i, None)}[t][len({b})]",
+            ]
+        return body
 
     def compile(self, kind: str) -> Any:
         n = len(self.columns)
@@ -429,6 +440,127 @@ class _FastGen:
         return encode
 
 
+# ------------------------------------------------------------------------------ fused code
+_UTF8_TEXT = frozenset((T.VARCHAR, T.VAR_STRING, T.STRING, T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB))
+
+
+def _row_source(e: ev.RowsEvent) -> tuple[Any, bytes] | None:
+    """(row decoder, row data) of a rows event whose rows are not decoded yet, else None."""
+    if e._rows is not None or e.row_decoder is None:
+        return None
+    return e.row_decoder, e.row_data
+
+
+class _FusedGen(_FastGen):
+    """``encode(buf, out) -> row count``: the row data bytes straight to ``rowDatas`` fields.
+
+    Per column the value is read as the row decoder (``pycanal.binlog.rows._Gen``) reads it, but
+    where the Canal text follows from the bytes no Python value is built: utf8 strings are their
+    bytes (checked UTF-8), DATE/DATETIME2/DECIMAL text from digit tables; integers go through
+    ``b'%d'``; every other column decodes its value with the decoder's own lines and is then
+    formatted like ``_FastGen`` does."""
+
+    def __init__(self, plan: list[tuple], columns: list[_ColumnCode], specs: list[ColumnSpec]) -> None:
+        super().__init__(plan, columns)
+        self.specs = specs
+        self.g = _Gen()
+        self.direct = 0  # columns whose text is produced from the bytes
+
+    def column_lines(self, i: int, mode: str, tag: str) -> list[str]:
+        c, (shape, cells) = self.specs[i], self.shapes[i]
+        v, b, h = f"v{i}", f"b{tag}{i}", f"h{tag}{i}"
+        t, meta = c.type, c.meta
+        if shape == "chars" and c.codec == "utf-8" and t in _UTF8_TEXT:
+            self.direct += 1
+            width = meta if t not in (T.VARCHAR, T.VAR_STRING, T.STRING) else (1 if meta < 256 else 2)
+            return self.g.length_prefixed(b, width) + [
+                f"if not {b}.isascii():",
+                f"    {b}.decode()",  # invalid UTF-8 raises, as the decoder does
+                f"{h} = {self.pick(mode, i, cells['text_type'])}[len({b})]",
+            ]
+        fixed_str = shape == "fixed" and cells["fmt"] is str
+        if fixed_str and t == T.DATETIME2:
+            self.direct += 1
+            lines = values.datetime2_lines(meta, v) + [f"pos += {5 + values.frac_size(meta)}"]
+            lines.append(f"{b} = {v}.encode()")
+        elif fixed_str and t in (T.DATE, T.NEWDATE):
+            self.direct += 1
+            lines = [
+                "x = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16",
+                "pos += 3",
+                "y = x >> 9",
+                f"{b} = f'{{_Y4[y] if y < 10000 else y}}-{{_P2[(x >> 5) & 15]}}-{{_P2[x & 31]}}'.encode()",
+            ]
+        elif shape == "fixed" and cells["fmt"] is _convert._decimal_text and t == T.NEWDECIMAL:
+            self.direct += 1
+            precision, scale = meta >> 8, meta & 0xFF
+            lines = values.decimal_lines(precision, scale, v, self.g.const)
+            last = lines[-1]
+            head = f"{v} = _D("
+            if not (last.startswith(head) and last.endswith(")")):
+                raise ValueError("unexpected DECIMAL decoder source")
+            lines[-1] = f"{v} = {last[len(head) : -1]}"
+            lines += [
+                f"if s and not {v}.strip('-0.'):",  # negative zero: no sign
+                f"    {v} = {v}[1:]",
+                f"pos += {values.decimal_size(precision, scale)}",
+                f"{b} = {v}.encode()",
+            ]
+        else:
+            return self.g.column(c, v) + self.value_lines(i, mode, v, b, h)
+        return lines + [f"{h} = {self.pick(mode, i, cells['sql_type'])}[len({b})]"]
+
+    def fused_image(self, mode: str, tag: str, keep: bool = False) -> list[str]:
+        n = len(self.columns)
+        nbytes = (n + 7) // 8
+        read = "buf[pos]" if nbytes == 1 else f"_int(buf[pos:pos + {nbytes}], 'little')"
+        lines = [f"nb = {read}", f"pos += {nbytes}"]
+        null = {"insert": "NU{i}", "before": "NB{i}", "after": "(NU{i} if p{i} is not None else NS{i})"}[mode]
+        for i in range(n):
+            lines += [f"if nb & {1 << i}:", f"    h{tag}{i} = {null.format(i=i)}", f"    b{tag}{i} = b''"]
+            if keep:
+                lines.append(f"    p{i} = None")
+            lines.append("else:")
+            body = self.column_lines(i, mode, tag)
+            if keep:
+                body.append(f"p{i} = b{tag}{i}")
+            lines += ["    " + line for line in body]
+        return lines
+
+    def compile_fused(self, kind: str) -> Any:
+        n = len(self.columns)
+        if kind == "UPDATE":
+            body = self.fused_image("before", "x", keep=True) + self.fused_image("after", "y")
+            parts = [f"hx{i}, bx{i}, S{i}" for i in range(n)] + [f"hy{i}, by{i}, S{i}" for i in range(n)]
+        else:
+            body = self.fused_image("before" if kind == "DELETE" else "insert", "x")
+            parts = [f"hx{i}, bx{i}, S{i}" for i in range(n)]
+        lines = [
+            "def encode(buf, out):",
+            "    put = out.append",
+            "    pos = 0",
+            "    end = len(buf)",
+            "    count = 0",
+            "    while pos < end:",
+            *("        " + line for line in body),
+            f"        r = join(({', '.join(parts)}))",
+            "        put(ROWDATA[len(r)])",
+            "        put(r)",
+            "        count += 1",
+            "    if pos != end:",
+            "        raise ValueError('row data overrun')",
+            "    return count",
+        ]
+        src = "\n".join(lines) + "\n"
+        ns = dict(self.g.ns)
+        ns.update(self.ns)
+        exec(compile(src, f"<raw entry fused {kind} {n} cols>", "exec"), ns)
+        encode = ns["encode"]
+        encode.source = src
+        encode.direct = self.direct
+        return encode
+
+
 _EVENT_TYPES = {"INSERT": pb.INSERT, "UPDATE": pb.UPDATE, "DELETE": pb.DELETE}
 
 
@@ -448,6 +580,8 @@ class _TableCode:
         self._encoders: dict[str, Any] = {}
         self._fast: dict[str, Any] = {}
         self._gen: _FastGen | None = None
+        self.tm = tm
+        self._fused: dict[Any, Any] = {}
 
     def encoder(self, kind: str) -> Any:
         """The generic encoder (any row, also with ``MISSING`` columns)."""
@@ -464,6 +598,25 @@ class _TableCode:
         except _Partial:  # a partial row image: every row of the event the generic way
             del out[mark:]
             self.encoder(kind)(rows, out)
+
+    def fused_encoder(self, e: ev.RowsEvent, decode: Any) -> Any:
+        """The fused encoder for the rows decoder ``decode`` (one per layout and bitmaps), or
+        None when this layout keeps the value path: partial images and PARTIAL_UPDATE rows."""
+        try:
+            return self._fused[decode]
+        except KeyError:
+            pass
+        enc = None
+        n = self.tm.column_count
+        full = list(range(n))
+        partial_json = e.type == E.PARTIAL_UPDATE_ROWS
+        if n and not partial_json and e.before_columns in (None, full) and e.after_columns in (None, full):
+            try:
+                enc = _FusedGen(self.plan, self.columns, decode.specs).compile_fused(e.kind)
+            except (BinlogError, ValueError, KeyError):
+                enc = None
+        self._fused[decode] = enc
+        return enc
 
     def fast_encoder(self, kind: str) -> Any:
         """The specialised encoder (raises ``_Partial`` at a ``MISSING`` column)."""
@@ -491,7 +644,11 @@ class RawEntryConverter:
         enum_set: str = "index",
         gtid_set: Any = None,
         filter_query_dml: bool = False,
+        fused: bool = True,
     ) -> None:
+        self.fused = fused
+        self.fused_events = 0  # rows events written by the fused path
+        self.rows_converted = 0  # rows written into ROWDATA entries (without decoding them again)
         self.entries = EntryConverter(
             ddl_classifier=ddl_classifier,
             timezone=timezone,
@@ -541,10 +698,25 @@ class RawEntryConverter:
             raise TableIdNotFoundError(e.table_id, e.file, e.pos)
         code = self._table(tm)
         kind = e.kind
-        rows = e.rows
         # RowChange: tableId (1), eventType (2), isDdl (10), rowDatas (12)
         parts = [_field_int(0x08, e.table_id), code.change_head[kind]]
-        code.encode_rows(kind, rows, parts)
+        nrows = -1
+        if self.fused:
+            source = _row_source(e)
+            if source is not None:
+                fused = code.fused_encoder(e, source[0])
+                if fused is not None:
+                    try:
+                        nrows = fused(source[1], parts)
+                        self.fused_events += 1
+                    except Exception:  # bad row data: the decoder reports it (or decodes it)
+                        del parts[2:]
+                        nrows = -1
+        if nrows < 0:
+            rows = e.rows
+            code.encode_rows(kind, rows, parts)
+            nrows = len(rows)
+        self.rows_converted += nrows
         change = b"".join(parts)
 
         if e.file != self._file:
@@ -557,7 +729,6 @@ class RawEntryConverter:
             self._gtid_tail = (props, _field_string(0x6A, conv.gtid_text))
             self._gtid_key = gtid_key
         props, gtid = self._gtid_tail
-        nrows = len(rows)
         header = b"".join(
             (
                 self._file_head,
