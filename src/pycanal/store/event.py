@@ -1,0 +1,219 @@
+"""The store's record of one Canal entry (Canal's ``store.model.Event``).
+
+An ``Event`` carries the entry -- as a protobuf ``Entry`` or, in raw mode, as its serialized bytes,
+so the server can send them without re-serializing -- plus what the store needs without parsing it
+again: the position (source identity, binlog file, offset, server id, execute time, GTID), the entry
+type, the event type, whether it is a DDL, and its size for the MEMSIZE accounting.
+
+Sizes are Canal's: the length of the serialized entry in raw mode; otherwise the header's
+``eventLength`` times 6 (Canal's estimate of binlog-to-entry growth), or the entry's serialized
+size when ``eventLength`` is not set.
+
+``is_ddl`` follows Canal's ``MemoryEventStoreWithBuffer.isDdl``: a ROWDATA entry whose event type
+is CREATE, ALTER, ERASE, RENAME, TRUNCATE, CINDEX or DINDEX. pycanal also counts a QUERY entry whose
+``RowChange.isDdl`` is set (a DDL the classifier could not name), reading its ``storeValue`` only
+for QUERY entries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..parse.position import EntryPosition, LogIdentity, LogPosition
+from ..protocol import EntryProtocol_pb2 as pb
+
+__all__ = ["DDL_EVENT_TYPES", "Event"]
+
+DDL_EVENT_TYPES = frozenset({pb.CREATE, pb.ALTER, pb.ERASE, pb.RENAME, pb.TRUNCATE, pb.CINDEX, pb.DINDEX})
+_NO_IDENTITY = LogIdentity()
+
+
+def _entry_type(entry: pb.Entry) -> int:
+    return entry.entryType if entry.HasField("entryType") else pb.ROWDATA
+
+
+def _event_type(header: pb.Header) -> int:
+    return header.eventType if header.HasField("eventType") else pb.UPDATE
+
+
+def _is_ddl(entry: pb.Entry, entry_type: int, event_type: int) -> bool:
+    if entry_type != pb.ROWDATA:
+        return False
+    if event_type in DDL_EVENT_TYPES:
+        return True
+    if event_type == pb.QUERY and entry.storeValue:
+        try:
+            return pb.RowChange.FromString(entry.storeValue).isDdl
+        except Exception:  # a malformed payload is not the store's business
+            return False
+    return False
+
+
+class Event:
+    """One stored entry. Build it with ``from_entry`` / ``from_raw``, or directly when the producer
+    already knows the fields (``raw`` or ``entry`` must be given)."""
+
+    __slots__ = (
+        "identity",
+        "journal_name",
+        "position",
+        "server_id",
+        "execute_time",
+        "gtid",
+        "entry_type",
+        "event_type",
+        "is_ddl",
+        "size",
+        "raw",
+        "_entry",
+    )
+
+    def __init__(
+        self,
+        *,
+        journal_name: str,
+        position: int,
+        execute_time: int,
+        server_id: int = 0,
+        gtid: str = "",
+        entry_type: int = pb.ROWDATA,
+        event_type: int = pb.UPDATE,
+        is_ddl: bool = False,
+        raw: bytes | None = None,
+        entry: pb.Entry | None = None,
+        size: int | None = None,
+        identity: LogIdentity | None = None,
+    ) -> None:
+        self.identity = identity if identity is not None else _NO_IDENTITY
+        self.journal_name = journal_name
+        self.position = position
+        self.server_id = server_id
+        self.execute_time = execute_time
+        self.gtid = gtid
+        self.entry_type = entry_type
+        self.event_type = event_type
+        self.is_ddl = is_ddl
+        self.raw = raw
+        self._entry = entry
+        if size is None:
+            if raw is not None:
+                size = len(raw)
+            elif entry is not None:
+                size = entry.header.eventLength * 6 or entry.ByteSize()
+            else:
+                size = 0
+        self.size = size
+
+    # ------------------------------------------------------------------ builders
+    @classmethod
+    def from_entry(cls, entry: pb.Entry, identity: LogIdentity | None = None, *, raw: bool = True) -> Event:
+        """An event for ``entry``; ``raw=True`` keeps only its serialized bytes (Canal's rawEntry)."""
+        h = entry.header
+        entry_type = _entry_type(entry)
+        event_type = _event_type(h)
+        data = entry.SerializeToString() if raw else None
+        return cls(
+            journal_name=h.logfileName,
+            position=h.logfileOffset,
+            execute_time=h.executeTime,
+            server_id=h.serverId,
+            gtid=h.gtid,
+            entry_type=entry_type,
+            event_type=event_type,
+            is_ddl=_is_ddl(entry, entry_type, event_type),
+            raw=data,
+            entry=None if raw else entry,
+            identity=identity,
+        )
+
+    @classmethod
+    def from_raw(cls, data: bytes, identity: LogIdentity | None = None) -> Event:
+        """A raw-mode event for serialized ``Entry`` bytes (parsed once for the header)."""
+        entry = pb.Entry.FromString(data)
+        h = entry.header
+        entry_type = _entry_type(entry)
+        event_type = _event_type(h)
+        return cls(
+            journal_name=h.logfileName,
+            position=h.logfileOffset,
+            execute_time=h.executeTime,
+            server_id=h.serverId,
+            gtid=h.gtid,
+            entry_type=entry_type,
+            event_type=event_type,
+            is_ddl=_is_ddl(entry, entry_type, event_type),
+            raw=bytes(data),
+            identity=identity,
+        )
+
+    # ------------------------------------------------------------------ access
+    @property
+    def entry(self) -> pb.Entry | None:
+        """The protobuf entry (parsed from the raw bytes on demand, not cached)."""
+        if self._entry is not None:
+            return self._entry
+        if self.raw is not None:
+            return pb.Entry.FromString(self.raw)
+        return None
+
+    def raw_bytes(self) -> bytes | None:
+        """The serialized entry (serialized on demand in non-raw mode)."""
+        if self.raw is not None:
+            return self.raw
+        if self._entry is not None:
+            return self._entry.SerializeToString()
+        return None
+
+    @property
+    def has_payload(self) -> bool:
+        return self.raw is not None or self._entry is not None
+
+    def log_position(self, included: bool = False) -> LogPosition:
+        """Canal's ``CanalEventUtils.createPosition(event, included)``."""
+        return LogPosition(
+            self.identity,
+            EntryPosition(
+                journal_name=self.journal_name,
+                position=self.position,
+                server_id=self.server_id,
+                gtid=self.gtid,
+                timestamp=self.execute_time,
+                included=included,
+            ),
+        )
+
+    def matches(self, position: LogPosition) -> bool:
+        """Canal's ``CanalEventUtils.checkPosition``: same timestamp, and, unless the position has
+        neither file nor offset, same offset and file."""
+        p = position.postion
+        if p.timestamp != self.execute_time:
+            return False
+        if not p.journal_name and p.position is None:
+            return True
+        return p.position == self.position and (p.journal_name or "") == (self.journal_name or "")
+
+    def stub(self) -> Event:
+        """A copy with the position data only (what the store keeps at its ack point)."""
+        return Event(
+            journal_name=self.journal_name,
+            position=self.position,
+            execute_time=self.execute_time,
+            server_id=self.server_id,
+            gtid=self.gtid,
+            entry_type=self.entry_type,
+            event_type=self.event_type,
+            is_ddl=self.is_ddl,
+            size=self.size,
+            identity=self.identity,
+        )
+
+    def __repr__(self) -> str:
+        kind: Any = (
+            pb.EntryType.Name(self.entry_type)
+            if self.entry_type in pb.EntryType.values()
+            else self.entry_type
+        )
+        return (
+            f"Event({self.journal_name}:{self.position} ts={self.execute_time} {kind}"
+            f"{' DDL' if self.is_ddl else ''} size={self.size})"
+        )
