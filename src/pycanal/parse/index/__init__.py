@@ -4,18 +4,28 @@
   plus ``start``/``stop`` for managers that hold resources);
 * :class:`MemoryLogPositionManager` -- a dict;
 * :class:`FailbackLogPositionManager` -- read the primary, else the secondary; persist to the
-  primary, and to the secondary when the primary fails.
-
-Meta, file and ZooKeeper managers implement the same interface (later).
+  primary, and to the secondary when the primary fails;
+* :class:`MetaLogPositionManager` -- the minimum cursor of the destination's clients;
+* :class:`FileMixedLogPositionManager` -- memory, flushed atomically to ``parse.dat``;
+* :class:`ZooKeeperLogPositionManager` / :class:`PeriodMixedLogPositionManager` -- Canal's
+  ``/otter/canal/destinations/<dest>/parse`` node, written at once or periodically.
 """
 
 from .base import LogPositionManager, LogPositionManagerError
 from .failback import FailbackLogPositionManager
+from .file import PARSE_FILE_NAME, FileMixedLogPositionManager
 from .memory import MemoryLogPositionManager
+from .meta import MetaLogPositionManager
+from .zookeeper import PeriodMixedLogPositionManager, ZooKeeperLogPositionManager
 
 __all__ = [
+    "PARSE_FILE_NAME",
     "FailbackLogPositionManager",
+    "FileMixedLogPositionManager",
     "LogPositionManager",
     "LogPositionManagerError",
     "MemoryLogPositionManager",
+    "MetaLogPositionManager",
+    "PeriodMixedLogPositionManager",
+    "ZooKeeperLogPositionManager",
 ]

@@ -1,0 +1,86 @@
+"""``EntryEventSink`` (Canal's ``EntryEventSink`` + ``HeartBeatEntryEventHandler``).
+
+The parser hands each flushed list of ``Entry`` to :meth:`EntryEventSink.sink`. HEARTBEAT entries
+are dropped; the rest become store ``Event``s (raw mode: the serialized bytes, so the server never
+re-serializes) tagged with the source ``LogIdentity`` and are put into the store in one piece.
+While the store is full the sink waits and retries (Canal spins on ``tryPut``; pycanal waits on the
+store's condition in short slices), so the parser's buffer flush blocks until the entries are
+accepted -- which is what makes the parser's position persist only after the store holds them.
+:meth:`stop` ends a blocked put: ``sink`` then returns False.
+
+Not done (Canal options): ``filterTransactionEntry`` and the empty-transaction filter.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from pycanal.parse.position import LogIdentity
+from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.store import Event, MemoryEventStore
+
+__all__ = ["EntryEventSink", "SinkError"]
+
+log = logging.getLogger(__name__)
+
+
+class SinkError(RuntimeError):
+    """Canal's ``CanalSinkException``."""
+
+
+class EntryEventSink:
+    def __init__(
+        self,
+        store: MemoryEventStore,
+        identity: LogIdentity | Callable[[], LogIdentity] | None = None,
+        *,
+        retry_interval: float = 0.1,
+    ) -> None:
+        self.store = store
+        self.identity = identity
+        self.retry_interval = retry_interval
+        self.blocking_time = 0.0  # seconds spent waiting on a full store (Canal's eventsSinkBlockingTime)
+        self._running = False
+        self._stopped = threading.Event()
+
+    @property
+    def is_running(self) -> bool:
+        return self._running
+
+    def start(self) -> None:
+        self._running = True
+        self._stopped.clear()
+
+    def stop(self) -> None:
+        self._running = False
+        self._stopped.set()
+
+    def _identity(self) -> LogIdentity | None:
+        ident = self.identity
+        return ident() if callable(ident) else ident
+
+    def sink(self, entries: Sequence[pb.Entry], identity: LogIdentity | None = None) -> bool:
+        """Put ``entries`` (minus heartbeats) into the store, waiting while it is full.
+        True when accepted; False when the sink was stopped first."""
+        if not self._running:
+            raise SinkError("the sink is not running")
+        ident = identity if identity is not None else self._identity()
+        new_event = self.store.new_event
+        events: list[Event] = [new_event(e, ident) for e in entries if e.entryType != pb.HEARTBEAT]
+        if not events:
+            return True
+        started = None
+        while True:
+            if self.store.put(events, timeout=self.retry_interval):
+                if started is not None:
+                    self.blocking_time += time.monotonic() - started
+                return True
+            if started is None:
+                started = time.monotonic()
+            if not self._running:
+                return False
+
+    __call__ = sink
