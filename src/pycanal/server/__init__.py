@@ -1,5 +1,7 @@
-"""Canal's servers: the embedded API (:mod:`pycanal.server.embedded`)."""
+"""Canal's servers: the embedded API (:mod:`pycanal.server.embedded`) and the deployer that builds
+it from a Canal conf dir (:mod:`pycanal.server.deployer`)."""
 
+from .deployer import Deployer, build_instance
 from .embedded import CanalServerError, CanalServerWithEmbedded, Message
 
-__all__ = ["CanalServerError", "CanalServerWithEmbedded", "Message"]
+__all__ = ["CanalServerError", "CanalServerWithEmbedded", "Deployer", "Message", "build_instance"]
