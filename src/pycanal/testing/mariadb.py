@@ -38,12 +38,10 @@ Root / OS user handling
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +53,9 @@ from typing import Any
 
 import pymysql
 
+from ._process import die_with_parent, emergency_cleanup, tail
+from ._process import free_port as _free_port
+
 __all__ = ["MariaDBStartError", "PrivateMariaDB", "find_server_binary", "mariadb_binlog_path"]
 
 _SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/libexec", "/usr/local/mysql/bin", "/usr/bin")
@@ -62,6 +63,10 @@ _SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/libexec", "/usr/local/mysql/
 _BIND_ERROR_RE = re.compile(
     r"Address already in use|Do you already have another (mysqld|mariadbd) server running on port"
 )
+
+
+# A clean shutdown for mariadbd when the test process dies.
+_DIE_WITH_PARENT = die_with_parent(signal.SIGTERM)
 
 
 class MariaDBStartError(RuntimeError):
@@ -90,43 +95,6 @@ def find_server_binary() -> str:
 def mariadb_binlog_path() -> str:
     """Path of the ``mariadb-binlog`` tool (or its old name ``mysqlbinlog``)."""
     return _find_binary("mariadb-binlog", "mysqlbinlog")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    # Linux: deliver SIGTERM (a clean shutdown for mariadbd) to the server when the thread
-    # that started it exits, so a killed test run leaves no server behind.
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
-def _emergency_cleanup(proc: subprocess.Popen[bytes] | None, root: Path, keep: bool) -> None:
-    # Runs at interpreter exit (or garbage collection) for a server that was never stop()ed.
-    if proc is not None and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    if not keep:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 class PrivateMariaDB:
@@ -228,7 +196,7 @@ class PrivateMariaDB:
         t0 = time.monotonic()
         self._make_dirs()
         assert self.root_dir is not None
-        self._finalizer = weakref.finalize(self, _emergency_cleanup, None, self.root_dir, self.keep)
+        self._finalizer = weakref.finalize(self, emergency_cleanup, None, self.root_dir, self.keep)
         try:
             self._install_db()
             for attempt in range(8):
@@ -238,7 +206,7 @@ class PrivateMariaDB:
                 # Another process took the port between our probe and the server's bind: retry.
                 if attempt == 7:
                     raise MariaDBStartError(
-                        f"mariadbd could not bind a free port after 8 attempts\n{_tail(self.error_log)}"
+                        f"mariadbd could not bind a free port after 8 attempts\n{tail(self.error_log)}"
                     )
             self._post_start_setup()
         except BaseException:
@@ -348,7 +316,7 @@ class PrivateMariaDB:
         with open(log, "wb") as out:
             rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if rc != 0:
-            raise MariaDBStartError(f"{' '.join(cmd)} failed with exit code {rc}:\n{_tail(log)}")
+            raise MariaDBStartError(f"{' '.join(cmd)} failed with exit code {rc}:\n{tail(log)}")
 
     def _server_cmd(self) -> list[str]:
         return [
@@ -389,7 +357,7 @@ class PrivateMariaDB:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent
+                preexec_fn=_DIE_WITH_PARENT
                 if self.die_with_parent and sys.platform.startswith("linux")
                 else None,
             )
@@ -397,14 +365,14 @@ class PrivateMariaDB:
             out.close()
         assert self._finalizer is not None
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _emergency_cleanup, self.process, self.root_dir, self.keep)
+        self._finalizer = weakref.finalize(self, emergency_cleanup, self.process, self.root_dir, self.keep)
 
         deadline = time.monotonic() + self.startup_timeout
         last_error: Exception | None = None
         while True:
             rc = self.process.poll()
             if rc is not None:
-                log = _tail(self.error_log) + "\n" + _tail(self.root_dir / "mariadbd.out", 10)
+                log = tail(self.error_log) + "\n" + tail(self.root_dir / "mariadbd.out", 10)
                 if _BIND_ERROR_RE.search(log):
                     self.process = None
                     return False
@@ -424,7 +392,7 @@ class PrivateMariaDB:
             if time.monotonic() > deadline:
                 raise MariaDBStartError(
                     f"mariadbd not ready after {self.startup_timeout:.0f}s (last error: {last_error!r}):\n"
-                    f"{_tail(self.error_log)}"
+                    f"{tail(self.error_log)}"
                 )
             time.sleep(0.05)
 

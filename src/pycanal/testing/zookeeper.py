@@ -19,7 +19,6 @@ connects.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -31,9 +30,16 @@ import time
 import weakref
 from pathlib import Path
 
+from ._process import die_with_parent, emergency_cleanup, tail
+from ._process import free_port as _free_port
+
 __all__ = ["PrivateZooKeeper", "ZooKeeperStartError", "find_zookeeper_jar", "find_java"]
 
 _JAR_CANDIDATES = ("/usr/share/java/zookeeper.jar",)
+
+
+# ZooKeeper needs no clean shutdown when the test process dies.
+_DIE_WITH_PARENT = die_with_parent(signal.SIGKILL)
 
 
 class ZooKeeperStartError(RuntimeError):
@@ -61,41 +67,6 @@ def find_java() -> str:
     if not found:
         raise FileNotFoundError("java not found on PATH; install a JRE (openjdk-17-jre-headless)")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a killed test run leaves no server
-    except Exception:
-        pass
-
-
-def _emergency_cleanup(proc: subprocess.Popen[bytes] | None, root: Path, keep: bool) -> None:
-    if proc is not None and proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGCONT)  # a paused server cannot handle SIGTERM
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    if not keep:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 class PrivateZooKeeper:
@@ -172,7 +143,7 @@ class PrivateZooKeeper:
         self.data_dir.mkdir()
         self.config_file = self.root_dir / "zoo.cfg"
         self.log_file = self.root_dir / "zookeeper.out"
-        self._finalizer = weakref.finalize(self, _emergency_cleanup, None, self.root_dir, self.keep)
+        self._finalizer = weakref.finalize(self, emergency_cleanup, None, self.root_dir, self.keep)
         try:
             for attempt in range(8):
                 self.port = _free_port()
@@ -180,7 +151,7 @@ class PrivateZooKeeper:
                     break
                 if attempt == 7:
                     raise ZooKeeperStartError(
-                        f"ZooKeeper could not bind a free port after 8 attempts\n{_tail(self.log_file)}"
+                        f"ZooKeeper could not bind a free port after 8 attempts\n{tail(self.log_file)}"
                     )
         except BaseException:
             self._kill_quietly()
@@ -271,7 +242,7 @@ class PrivateZooKeeper:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent
+                preexec_fn=_DIE_WITH_PARENT
                 if self.die_with_parent and sys.platform.startswith("linux")
                 else None,
             )
@@ -279,13 +250,13 @@ class PrivateZooKeeper:
             out.close()
         assert self._finalizer is not None
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _emergency_cleanup, self.process, self.root_dir, self.keep)
+        self._finalizer = weakref.finalize(self, emergency_cleanup, self.process, self.root_dir, self.keep)
 
         deadline = time.monotonic() + self.startup_timeout
         while True:
             rc = self.process.poll()
             if rc is not None:
-                log = _tail(self.log_file)
+                log = tail(self.log_file)
                 if "Address already in use" in log or "BindException" in log:
                     self.process = None
                     return False
@@ -294,7 +265,7 @@ class PrivateZooKeeper:
                 return True
             if time.monotonic() > deadline:
                 raise ZooKeeperStartError(
-                    f"ZooKeeper not ready after {self.startup_timeout}s on {self.hosts}\n{_tail(self.log_file)}"
+                    f"ZooKeeper not ready after {self.startup_timeout}s on {self.hosts}\n{tail(self.log_file)}"
                 )
             time.sleep(0.05)
 
