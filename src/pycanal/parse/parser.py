@@ -56,14 +56,15 @@ from typing import Any
 from pycanal.binlog import events as ev
 from pycanal.binlog.constants import LOG_EVENT_ARTIFICIAL_F
 from pycanal.binlog.decoder import EventDecoder
+from pycanal.binlog.errors import TableIdNotFoundError
 from pycanal.mysql import control
 from pycanal.mysql.connection import ReplicaConnection
 from pycanal.mysql.errors import BinlogPurgedError
 from pycanal.parse.buffer import TransactionBuffer, TransactionPosition
-from pycanal.parse.convert import EntryConverter, TableIdNotFoundError
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.index import LogPositionManager, MemoryLogPositionManager
 from pycanal.parse.position import BINLOG_START_OFFSET, EntryPosition, LogIdentity, LogPosition
+from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
 __all__ = [
@@ -646,7 +647,10 @@ class MysqlEventParser:
         else:
             conn.dump(start.journal_name or "", start.position or BINLOG_START_OFFSET)
         log.info("%s: dumping %s:%d from %s", self.destination, address[0], address[1], start)
-        converter = EntryConverter(timezone=self.timezone, gtid_set=gtid_set)
+        # Rows become serialized entries on the raw fast path; parsing them back into an Entry
+        # touches only the header (storeValue stays bytes), so the buffer and sink keep their API.
+        converter = RawEntryConverter(timezone=self.timezone, gtid_set=gtid_set)
+        parse_entry = pb.Entry.FromString
         buffer = TransactionBuffer(self.transaction_size, self._flush, lambda tp: self._persist(address, tp))
         accepts = self.filter.accepts
         streamed = False
@@ -676,7 +680,8 @@ class MysqlEventParser:
                 ):
                     history.at((event.file, event.pos))
                     history.apply_event(event)
-                for entry in converter.convert(event):
+                for data in converter.convert(event):
+                    entry = parse_entry(data)
                     if (
                         entry.entryType == pb.ROWDATA
                         and entry.header.eventType not in _DML
