@@ -41,6 +41,7 @@ __all__ = [
     "filter_path",
     "mark_dir_path",
     "parse_path",
+    "write_node",
 ]
 
 DESTINATIONS_ROOT = "/otter/canal/destinations"
@@ -68,6 +69,25 @@ def mark_dir_path(destination: str, client_id: int) -> str:
 
 def batch_mark_path(destination: str, client_id: int, batch_id: int) -> str:
     return f"{mark_dir_path(destination, client_id)}/{batch_id:010d}"
+
+
+def write_node(zk: KazooClient, path: str, data: bytes) -> None:
+    """Set ``path`` to ``data``, creating it (and its parents) if missing; another client may
+    create or delete it concurrently, so set and create are retried a few times."""
+    from kazoo.exceptions import NodeExistsError, NoNodeError
+
+    for _ in range(10):
+        try:
+            zk.set(path, data)
+            return
+        except NoNodeError:
+            pass
+        try:
+            zk.create(path, data, makepath=True)
+            return
+        except NodeExistsError:
+            pass
+    raise RuntimeError(f"could not write {path}: it keeps appearing and disappearing")
 
 
 def parse_path(destination: str) -> str:
@@ -124,20 +144,7 @@ class ZooKeeperMetaManager(MetaManager):
         return data
 
     def _write(self, path: str, data: bytes) -> None:
-        from kazoo.exceptions import NodeExistsError, NoNodeError
-
-        for _ in range(10):
-            try:
-                self.zk.set(path, data)
-                return
-            except NoNodeError:
-                pass
-            try:
-                self.zk.create(path, data, makepath=True)
-                return
-            except NodeExistsError:
-                pass
-        raise RuntimeError(f"could not write {path}: it keeps appearing and disappearing")
+        write_node(self.zk, path, data)
 
     # ------------------------------------------------------------------ subscriptions
     def subscribe(self, client: ClientIdentity) -> None:

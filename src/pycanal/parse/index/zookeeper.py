@@ -19,7 +19,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from pycanal.meta._flusher import PeriodicFlusher
-from pycanal.meta.zookeeper import parse_path
+from pycanal.meta.zookeeper import parse_path, write_node
 from pycanal.parse.position import LogPosition
 
 from .base import LogPositionManager, LogPositionManagerError
@@ -87,25 +87,14 @@ class ZooKeeperLogPositionManager(LogPositionManager):
             raise LogPositionManagerError(f"cannot decode {path}: {exc}") from exc
 
     def persist_log_position(self, destination: str, log_position: LogPosition) -> None:
-        from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+        from kazoo.exceptions import KazooException
 
         path = parse_path(destination)
         data = log_position.to_json(with_type=True).encode("utf-8")
         try:
-            for _ in range(10):
-                try:
-                    self.zk.set(path, data)
-                    return
-                except NoNodeError:
-                    pass
-                try:
-                    self.zk.create(path, data, makepath=True)
-                    return
-                except NodeExistsError:
-                    pass
-        except KazooException as exc:
+            write_node(self.zk, path, data)
+        except (KazooException, RuntimeError) as exc:
             raise LogPositionManagerError(f"cannot write {path}: {exc!r}") from exc
-        raise LogPositionManagerError(f"cannot write {path}: it keeps appearing and disappearing")
 
 
 class PeriodMixedLogPositionManager(LogPositionManager):
