@@ -207,7 +207,6 @@ def test_table_meta_completes_and_caches(tmp_path):
         ([T.LONG], [0], None, None, "the binlog has 1 columns, the schema history 2"),
         ([T.LONG, T.LONG], [0, 0], None, None, "column 2 `v`: binlog type LONG"),
         ([T.LONG, T.VARCHAR], [0, 30], None, None, "expected metadata 40"),  # varchar(10) utf8mb4
-        ([T.LONG, T.VARCHAR], [0, 40], ["id", "w"], None, "the binlog names it `w`"),
         ([T.LONG, T.VARCHAR], [0, 40], None, [False, False], "column 1 `id`: the binlog says signed"),
     ],
 )
@@ -222,6 +221,19 @@ def test_mismatch_without_a_server_is_a_clear_error(tmp_path, types, metas, name
     message = str(info.value)
     assert "d.t" in message and f"{F}:500" in message and fragment in message
     assert "no live server" in message and len(alarms) == 1
+    h.close()
+
+
+def test_mismatch_with_full_metadata_decodes_with_the_binlog_names(tmp_path):
+    h = seeded(tmp_path / "s.db")
+    h.apply("CREATE TABLE t (id int unsigned, v varchar(10))", "d", (F, 100))
+    h.at((F, 500))
+    alarms = []
+    h.alarm = alarms.append
+    tm = _tm("d", "t", [T.LONG, T.VARCHAR], [0, 40], ["id", "w"])
+    assert h.table_meta(tm) is tm  # the binlog's own names, never the history's `v`
+    assert "the binlog names it `w`" in alarms[-1] and "binlog's own FULL metadata" in alarms[-1]
+    assert h.table_meta(tm) is tm and len(alarms) == 2  # cached: no second re-read
     h.close()
 
 

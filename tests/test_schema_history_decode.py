@@ -12,7 +12,7 @@ from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.events import QueryEvent, RowsEvent
 from pycanal.binlog.reader import iter_frames
 from pycanal.parse.filter import TableFilter
-from pycanal.parse.meta import SchemaHistory, SchemaMismatchError
+from pycanal.parse.meta import SchemaHistory
 
 
 def decode(server, start: tuple[str, int], history: SchemaHistory, stop: tuple[str, int] | None = None):
@@ -179,23 +179,23 @@ def test_wrong_type_in_model_is_reread(minimal):
     history.close()
 
 
-def test_full_metadata_name_mismatch_is_a_clear_error(full):
+def test_full_metadata_name_mismatch_decodes_with_the_binlog_names(full):
     db = full
     db.execute("CREATE TABLE shdec.m (id int PRIMARY KEY, a int)")
     first = db.current_binlog()
     db.execute("INSERT INTO shdec.m VALUES (1, 2)")
     db.execute("ALTER TABLE shdec.m RENAME COLUMN a TO a2")
+    db.execute("INSERT INTO shdec.m VALUES (2, 3)")
     # The history starts after the rename (the live schema has a2), but the binlog is read from
-    # before it: the TABLE_MAP says `a`. Re-reading the live schema cannot help.
+    # before it: the TABLE_MAP says `a`. Re-reading the live schema cannot help; the binlog's FULL
+    # metadata names the columns, so the row decodes with them (never with the history's `a2`).
     alarms = []
     history = SchemaHistory(None, connect=db.root_connection, filter=FILTER, alarm=alarms.append)
     history.start(db.current_binlog())
-    with pytest.raises(SchemaMismatchError) as info:
-        decode(db, first, history)
-    message = str(info.value)
-    assert "shdec.m" in message and "`a`" in message and "`a2`" in message
-    assert f"{first[0]}:" in message  # the binlog position of the TABLE_MAP
-    assert len(alarms) == 1
+    got = _plain(decode(db, first, history))
+    assert got == [("m", "INSERT", ["id", "a"], [(1, 2)]), ("m", "INSERT", ["id", "a2"], [(2, 3)])]
+    assert "`a`" in alarms[0] and "`a2`" in alarms[0]
+    assert f"{first[0]}:" in alarms[1] and "binlog's own FULL metadata" in alarms[1]
     history.close()
 
 
@@ -213,16 +213,20 @@ def test_full_metadata_signedness_checked(full):
     ]
     history.close()
 
-    # A model with the wrong signedness, and no live server to fix it: a clear error.
-    broken = SchemaHistory(None, connect=db.root_connection, filter=FILTER)
+    # A model with the wrong signedness, and no live server to fix it: the alarm names the
+    # column, and the binlog's FULL metadata (its signedness) decodes the row.
+    alarms = []
+    broken = SchemaHistory(None, connect=db.root_connection, filter=FILTER, alarm=alarms.append)
     broken.start(start)
     # (Not the last numeric column: after a YEAR, MariaDB's bitmap loses the last column's bit to
     # a reader that skips YEAR, so only the columns before it can be checked.)
     broken.find("shdec", "sg").columns[2].unsigned = True
     broken._connect = None
-    with pytest.raises(SchemaMismatchError) as info:
-        decode(db, start, broken)
-    assert "shdec.sg" in str(info.value) and "`a`" in str(info.value) and "signedness" in str(info.value)
+    assert _plain(decode(db, start, broken)) == [
+        ("sg", "INSERT", ["id", "y", "a", "b"], [(1, 2001, -1, 4000000000)])
+    ]
+    assert "shdec.sg" in alarms[-1] and "`a`" in alarms[-1] and "signedness" in alarms[-1]
+    assert "binlog's own FULL metadata" in alarms[-1]
     broken.close()
 
 

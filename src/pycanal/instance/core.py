@@ -64,6 +64,7 @@ class CanalInstance:
         black_filter: str | None = None,
         position_manager: LogPositionManager | None = None,
         stop_meta: bool = True,
+        sink: Mapping[str, Any] | None = None,
     ) -> None:
         if not destination:
             raise CanalInstanceError("an instance needs a destination")
@@ -72,6 +73,7 @@ class CanalInstance:
         if "master_address" not in self.parser_settings:
             raise CanalInstanceError(f"{destination}: parser settings need master_address")
         self.store_settings = dict(store or {})
+        self.sink_settings = dict(sink or {})
         self.meta_manager: MetaManager = meta_manager if meta_manager is not None else MemoryMetaManager()
         self.filter = filter if isinstance(filter, TableFilter) else TableFilter(filter, black_filter)
         self.position_manager: LogPositionManager = position_manager or FailbackLogPositionManager(
@@ -81,7 +83,7 @@ class CanalInstance:
         self._lock = threading.RLock()
         self._running = False
         self.event_store = self._new_store()
-        self.event_sink = EntryEventSink(self.event_store)
+        self.event_sink = EntryEventSink(self.event_store, **self.sink_settings)
         self.event_parser: MysqlEventParser | None = None
 
     # ------------------------------------------------------------------ parts
@@ -123,7 +125,7 @@ class CanalInstance:
                 self.meta_manager.start()
             if self.event_parser is not None:  # a restart: a fresh store
                 self.event_store = self._new_store()
-                self.event_sink = EntryEventSink(self.event_store)
+                self.event_sink = EntryEventSink(self.event_store, **self.sink_settings)
             self.event_sink.start()
             self.event_parser = self._new_parser()
             self.event_parser.start()

@@ -61,6 +61,7 @@ from pycanal.mysql import control
 from pycanal.mysql.connection import ReplicaConnection
 from pycanal.mysql.errors import BinlogPurgedError
 from pycanal.parse.buffer import TransactionBuffer, TransactionPosition
+from pycanal.parse.eventfilter import EventFilters, FieldFilter
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.index import LogPositionManager, MemoryLogPositionManager
 from pycanal.parse.position import BINLOG_START_OFFSET, EntryPosition, LogIdentity, LogPosition
@@ -149,6 +150,8 @@ class MysqlEventParser:
         gtid_mode: [canal.instance.gtidon]. slave_id: the replica's server id
             [canal.instance.mysql.slaveId]; random when None.
         filter, black_filter: Canal's white/black regexes or a :class:`TableFilter`.
+        event_filters, field_filter: the other ``canal.instance.filter.*`` keys
+            (:mod:`pycanal.parse.eventfilter`).
         transaction_size: [canal.instance.transaction.size]. fallback_interval_seconds:
             [canal.instance.fallbackIntervalInSeconds]. heartbeat_period: seconds
             (``@master_heartbeat_period``); read_timeout: default heartbeat + 10 s.
@@ -202,6 +205,8 @@ class MysqlEventParser:
         reconnect_interval: float = 10.0,
         max_reconnect_interval: float = 60.0,
         timezone: str = "UTC",
+        event_filters: EventFilters | None = None,
+        field_filter: FieldFilter | None = None,
     ) -> None:
         if sink is None:
             raise ValueError("MysqlEventParser needs a sink")
@@ -255,6 +260,9 @@ class MysqlEventParser:
         self.reconnect_interval = reconnect_interval
         self.max_reconnect_interval = max_reconnect_interval
         self.timezone = timezone
+        self.event_filters = event_filters or EventFilters()
+        self.field_filter = field_filter if field_filter else None
+        self.skipped_table_errors = 0  # rows events dropped under filter.table.error
 
         self.running_address: Address = self.master_address
         self.dump_error_count = 0
@@ -653,6 +661,25 @@ class MysqlEventParser:
         parse_entry = pb.Entry.FromString
         buffer = TransactionBuffer(self.transaction_size, self._flush, lambda tp: self._persist(address, tp))
         accepts = self.filter.accepts
+        filters, fields = self.event_filters, self.field_filter
+        queries_filtered = filters.drops_queries
+
+        def keep_rows(e: ev.RowsEvent) -> bool:
+            tm = e.table_map
+            if tm is None:
+                if not filters.table_error:
+                    raise TableIdNotFoundError(e.table_id, e.file, e.pos)
+                self.skipped_table_errors += 1
+                log.warning(
+                    "%s: rows event at %s:%d has no TABLE_MAP (table id %d): dropped (filter.table.error)",
+                    self.destination,
+                    e.file,
+                    e.pos,
+                    e.table_id,
+                )
+                return False
+            return accepts(tm.schema, tm.table) and not filters.drops_rows(e.kind)
+
         streamed = False
         try:
             for event in conn.events():
@@ -667,11 +694,12 @@ class MysqlEventParser:
                 if isinstance(event, ev.TableMapEvent | ev.FormatDescriptionEvent):
                     continue
                 if isinstance(event, ev.RowsEvent):
-                    tm = event.table_map
-                    if tm is None:
-                        raise TableIdNotFoundError(event.table_id, event.file, event.pos)
-                    if not accepts(tm.schema, tm.table):
+                    if not keep_rows(event):
                         continue
+                elif isinstance(event, ev.TransactionPayloadEvent):
+                    event.events = [
+                        e for e in event.events if not isinstance(e, ev.RowsEvent) or keep_rows(e)
+                    ]
                 elif (
                     history is not None
                     and history_started
@@ -682,13 +710,26 @@ class MysqlEventParser:
                     history.apply_event(event)
                 for data in converter.convert(event):
                     entry = parse_entry(data)
-                    if (
-                        entry.entryType == pb.ROWDATA
-                        and entry.header.eventType not in _DML
-                        and entry.header.tableName
-                        and not accepts(entry.header.schemaName, entry.header.tableName)
-                    ):
-                        continue
+                    if entry.entryType == pb.ROWDATA:
+                        header = entry.header
+                        if not isinstance(event, ev.RowsEvent | ev.TransactionPayloadEvent):
+                            # A QUERY entry: DDL is filtered by its table (rows events were above).
+                            if (
+                                header.eventType not in _DML
+                                and header.tableName
+                                and not accepts(header.schemaName, header.tableName)
+                            ):
+                                continue
+                            if queries_filtered:
+                                if isinstance(event, ev.RowsQueryEvent):  # the SQL behind rows: DML
+                                    if filters.query_dml:
+                                        continue
+                                elif filters.drops_query(
+                                    header.eventType, pb.RowChange.FromString(entry.storeValue).isDdl
+                                ):
+                                    continue
+                        if fields and fields.applies(header.schemaName, header.tableName):
+                            entry = fields.filter_entry(entry)
                     buffer.add(entry)
         finally:
             buffer.reset()

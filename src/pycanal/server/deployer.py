@@ -34,6 +34,7 @@ from typing import Any
 from pycanal.config import CanalConfig, ConfigScanner, InstanceConfig, ScanEvent
 from pycanal.instance import CanalInstance
 from pycanal.meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, PeriodMixedMetaManager
+from pycanal.parse.eventfilter import EventFilters, FieldFilter
 from pycanal.parse.position import EntryPosition
 from pycanal.server.embedded import CanalServerWithEmbedded
 
@@ -66,6 +67,18 @@ def build_meta_manager(cfg: CanalConfig) -> MetaManager:
     return MemoryMetaManager()
 
 
+_EVENT_FILTER_KEYS = (
+    "rows",
+    "dml.insert",
+    "dml.update",
+    "dml.delete",
+    "query.dml",
+    "query.ddl",
+    "query.dcl",
+    "table.error",
+)
+
+
 def parser_settings(ic: InstanceConfig) -> dict[str, Any]:
     """``MysqlEventParser`` keyword arguments (plus ``master_address``) of one destination."""
     settings: dict[str, Any] = {
@@ -84,6 +97,12 @@ def parser_settings(ic: InstanceConfig) -> dict[str, Any]:
         "heartbeat_ha_enable": ic["canal.instance.detecting.heartbeatHaEnable"],
         "auto_reset_latest_pos_mode": bool(ic["canal.auto.reset.latest.pos.mode"]),
     }
+    settings["event_filters"] = EventFilters.from_settings(
+        {key: ic[f"canal.instance.filter.{key}"] for key in _EVENT_FILTER_KEYS}
+    )
+    fields = FieldFilter(ic["canal.instance.filter.field"], ic["canal.instance.filter.black.field"])
+    if fields:
+        settings["field_filter"] = fields
     standby = ic["canal.instance.standby.address"]
     if standby is not None:
         settings["standby_address"] = standby
@@ -121,6 +140,7 @@ def build_instance(
         meta_manager=meta_manager if meta_manager is not None else build_meta_manager(cfg),
         filter=ic["canal.instance.filter.regex"] or None,
         black_filter=black,
+        sink={"filter_transaction_entry": ic["canal.instance.filter.transaction.entry"]},
     )
 
 

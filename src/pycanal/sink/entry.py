@@ -8,7 +8,13 @@ store's condition in short slices), so the parser's buffer flush blocks until th
 accepted -- which is what makes the parser's position persist only after the store holds them.
 :meth:`stop` ends a blocked put: ``sink`` then returns False.
 
-Not done (Canal options): ``filterTransactionEntry`` and the empty-transaction filter.
+``filter_transaction_entry`` (``canal.instance.filter.transaction.entry``) drops TRANSACTIONBEGIN
+and TRANSACTIONEND entries as Canal does, except one every ``empty_transaction_interval`` seconds
+of binlog time or every ``empty_transaction_threshold`` entries: those carry the store's ack
+points (a client cursor only moves to a transaction boundary), so some must get through.
+
+Not done: Canal's empty-transaction filter (``filterEmtryTransactionEntry``): a BEGIN/END pair
+left empty by the table filter is kept.
 """
 
 from __future__ import annotations
@@ -38,8 +44,16 @@ class EntryEventSink:
         identity: LogIdentity | Callable[[], LogIdentity] | None = None,
         *,
         retry_interval: float = 0.1,
+        filter_transaction_entry: bool = False,
+        empty_transaction_interval: float = 5.0,
+        empty_transaction_threshold: int = 8192,
     ) -> None:
         self.store = store
+        self.filter_transaction_entry = filter_transaction_entry
+        self._tx_interval_ms = int(empty_transaction_interval * 1000)
+        self._tx_threshold = empty_transaction_threshold
+        self._tx_count = 0
+        self._tx_time = -(1 << 62)  # the first boundary always passes
         self.identity = identity
         self.retry_interval = retry_interval
         self.blocking_time = 0.0  # seconds spent waiting on a full store (Canal's eventsSinkBlockingTime)
@@ -69,6 +83,8 @@ class EntryEventSink:
             raise SinkError("the sink is not running")
         ident = identity if identity is not None else self._identity()
         new_event = self.store.new_event
+        if self.filter_transaction_entry:
+            entries = [e for e in entries if self._pass_boundary(e)]
         events: list[Event] = [new_event(e, ident) for e in entries if e.entryType != pb.HEARTBEAT]
         if not events:
             return True
@@ -82,5 +98,15 @@ class EntryEventSink:
                 started = time.monotonic()
             if not self._running:
                 return False
+
+    def _pass_boundary(self, entry: pb.Entry) -> bool:
+        if entry.entryType not in (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND):
+            return True
+        self._tx_count += 1
+        at = entry.header.executeTime
+        if self._tx_count <= self._tx_threshold and abs(at - self._tx_time) <= self._tx_interval_ms:
+            return False
+        self._tx_count, self._tx_time = 0, at
+        return True
 
     __call__ = sink

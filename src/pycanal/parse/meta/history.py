@@ -19,8 +19,10 @@
   (names, signedness, collations, ENUM/SET labels, primary key) and checks the two agree: column
   count and types (with lengths, precision/scale, fractional seconds), and names and signedness
   when the binlog carries FULL metadata. On a mismatch the table is re-read from the live server
-  once (the ``alarm`` callback is told); if it still does not fit, :class:`SchemaMismatchError`
-  names the table, the column and the position. Wrong column names are never attached.
+  once (the ``alarm`` callback is told); if it still does not fit, a TABLE_MAP with FULL
+  metadata (column names) decodes with the binlog's own metadata (alarm again), any other raises
+  :class:`SchemaMismatchError` naming the table, the column and the position. Wrong column names
+  are never attached.
 """
 
 from __future__ import annotations
@@ -286,15 +288,24 @@ class SchemaHistory:
         model = self._require_model()
         raw_key = tm.raw or (tm.table_id, tm.schema, tm.table, tuple(tm.types), tuple(tm.metas))
         table = model.table(tm.schema, tm.table)
-        if table is not None:
-            hit = self._cache.get((raw_key, table.uid))
-            if hit is not None:
-                return hit
+        hit = self._cache.get((raw_key, table.uid if table is not None else None))
+        if hit is not None:
+            return hit
         if not self.accepts(tm.schema, tm.table):
             return tm  # the caller filters these rows out; no names needed
         problem = "the table is not in the schema history" if table is None else self.check(table, tm)
+        key = (raw_key, table.uid if table is not None else None)
         if problem is not None:
-            table = self._reread(tm, problem)
+            try:
+                table = self._reread(tm, problem)
+            except SchemaMismatchError as exc:
+                if not tm.names:
+                    raise
+                # FULL row metadata names every column: the binlog itself is right, whatever the
+                # model says (a start before a DDL the snapshot already contains, say).
+                self.alarm(f"{exc}; decoding with the binlog's own FULL metadata")
+                self._cache[key] = tm
+                return tm
         completed = self._complete(tm, table)
         if len(self._cache) > 65536:
             self._cache.clear()
