@@ -263,6 +263,12 @@ class MysqlEventParser:
         self.event_filters = event_filters or EventFilters()
         self.field_filter = field_filter if field_filter else None
         self.skipped_table_errors = 0  # rows events dropped under filter.table.error
+        # For the metrics: binlog bytes received, transactions sunk, the binlog time (s) of the
+        # last event, and whether the source said it has nothing more (a heartbeat came last).
+        self.received_bytes = 0
+        self.transactions = 0
+        self.last_event_time = 0
+        self.caught_up = False
 
         self.running_address: Address = self.master_address
         self.dump_error_count = 0
@@ -561,6 +567,8 @@ class MysqlEventParser:
         if not batch:
             return True
         accepted = self.sink(batch)
+        if accepted is not False:
+            self.transactions += sum(1 for e in batch if e.entryType == pb.TRANSACTIONEND)
         if not self._running:
             # Stopping: whatever the sink did, nothing more is persisted.
             raise _Stopping()
@@ -686,6 +694,12 @@ class MysqlEventParser:
                 if not self._running:
                     break
                 streamed = True
+                self.received_bytes += event.size
+                if isinstance(event, ev.HeartbeatEvent):
+                    self.caught_up = True  # the source sends heartbeats only when it has nothing
+                elif event.timestamp:
+                    self.caught_up = False
+                    self.last_event_time = event.timestamp
                 if isinstance(event, ev.RotateEvent):
                     if history is not None and not history_started:
                         history.start((event.next_file, event.position))

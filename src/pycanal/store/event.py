@@ -49,6 +49,13 @@ def _is_ddl(entry: pb.Entry, entry_type: int, event_type: int) -> bool:
     return False
 
 
+def _rows_count(header: pb.Header) -> int:
+    for prop in header.props:
+        if prop.key == "rowsCount":
+            return int(prop.value) if prop.value.isdigit() else 0
+    return 0
+
+
 class Event:
     """One stored entry. Build it with ``from_entry`` / ``from_raw``, or directly when the producer
     already knows the fields (``raw`` or ``entry`` must be given)."""
@@ -64,6 +71,7 @@ class Event:
         "event_type",
         "is_ddl",
         "size",
+        "rows",
         "raw",
         "_entry",
     )
@@ -83,6 +91,7 @@ class Event:
         entry: pb.Entry | None = None,
         size: int | None = None,
         identity: LogIdentity | None = None,
+        rows: int = 0,
     ) -> None:
         self.identity = identity if identity is not None else _NO_IDENTITY
         self.journal_name = journal_name
@@ -103,6 +112,7 @@ class Event:
             else:
                 size = 0
         self.size = size
+        self.rows = rows  # the ROWDATA entry's ``rowsCount`` (the store's row counters)
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -124,6 +134,7 @@ class Event:
             raw=data,
             entry=None if raw else entry,
             identity=identity,
+            rows=_rows_count(h) if entry_type == pb.ROWDATA else 0,
         )
 
     @classmethod
@@ -144,6 +155,7 @@ class Event:
             is_ddl=_is_ddl(entry, entry_type, event_type),
             raw=bytes(data),
             identity=identity,
+            rows=_rows_count(h) if entry_type == pb.ROWDATA else 0,
         )
 
     # ------------------------------------------------------------------ access
@@ -205,6 +217,7 @@ class Event:
             is_ddl=self.is_ddl,
             size=self.size,
             identity=self.identity,
+            rows=self.rows,
         )
 
     def __repr__(self) -> str:

@@ -173,6 +173,10 @@ class MemoryEventStore:
         self._running = True
         self.put_seq = self.get_seq = self.ack_seq = INIT_SEQUENCE
         self.put_mem = self.get_mem = self.ack_mem = 0
+        # Rows (ROWDATA ``rowsCount``) put, handed out and acknowledged; and the execute time (ms)
+        # of the last event put / handed out / acknowledged: Canal's put/get/ack rows and delays.
+        self.put_rows = self.get_rows = self.ack_rows = 0
+        self.put_time = self.get_time = self.ack_time = 0
         # The last acknowledged event, position data only: the slot itself may be reused by a put
         # (``put + n - buffer_size <= ack`` lets a put overwrite the ack slot).
         self._ack_event: Event | None = None
@@ -251,13 +255,16 @@ class MemoryEventStore:
     def _do_put(self, events: Sequence[Event]) -> None:
         slots, mask = self._slots, self._mask
         seq = self.put_seq
-        mem = 0
+        mem = rows = 0
         for ev in events:
             seq += 1
             slots[seq & mask] = ev
             mem += ev.size
+            rows += ev.rows
         self.put_seq = seq
         self.put_mem += mem
+        self.put_rows += rows
+        self.put_time = events[-1].execute_time
         self._not_empty.notify_all()
 
     def try_put(self, events: Event | Sequence[Event]) -> bool:
@@ -366,6 +373,8 @@ class MemoryEventStore:
         rng = PositionRange(out[0].log_position(), out[-1].log_position(), ack, end)
         self.get_seq = end
         self.get_mem += mem
+        self.get_rows += sum(ev.rows for ev in out)
+        self.get_time = out[-1].execute_time
         return Events(out, rng, mem)
 
     def try_get(self, start: LogPosition | None = None, batch_size: int = 1000) -> Events:
@@ -412,12 +421,14 @@ class MemoryEventStore:
             start = self.ack_seq
             top = self.get_seq
             slots, mask = self._slots, self._mask
-            mem = 0
+            mem = rows = 0
             target = -1
             if seq is not None and seq >= 0:
                 if start < seq <= top:
                     for s in range(start + 1, seq + 1):
-                        mem += slots[s & mask].size  # type: ignore[union-attr]
+                        ev = slots[s & mask]
+                        mem += ev.size  # type: ignore[union-attr]
+                        rows += ev.rows  # type: ignore[union-attr]
                     ev = slots[seq & mask]
                     if position is None or ev.matches(position):  # type: ignore[union-attr]
                         target = seq
@@ -425,6 +436,7 @@ class MemoryEventStore:
                 for s in range(start + 1, top + 1):
                     ev = slots[s & mask]
                     mem += ev.size  # type: ignore[union-attr]
+                    rows += ev.rows  # type: ignore[union-attr]
                     if ev.matches(position):  # type: ignore[union-attr,arg-type]
                         target = s
                         break
@@ -435,6 +447,8 @@ class MemoryEventStore:
                 slots[s & mask] = None
             self.ack_seq = target
             self.ack_mem += mem
+            self.ack_rows += rows
+            self.ack_time = self._ack_event.execute_time  # type: ignore[union-attr]
             self._not_full.notify_all()
 
     clean_until = ack
@@ -444,6 +458,7 @@ class MemoryEventStore:
         with self._lock:
             self.get_seq = self.ack_seq
             self.get_mem = self.ack_mem
+            self.get_rows = self.ack_rows
 
     # ------------------------------------------------------------------ positions
     def get_first_position(self) -> LogPosition | None:
@@ -477,6 +492,12 @@ class MemoryEventStore:
                 "put_mem": self.put_mem,
                 "get_mem": self.get_mem,
                 "ack_mem": self.ack_mem,
+                "put_rows": self.put_rows,
+                "get_rows": self.get_rows,
+                "ack_rows": self.ack_rows,
+                "put_time": self.put_time,
+                "get_time": self.get_time,
+                "ack_time": self.ack_time,
             }
 
     def __len__(self) -> int:
