@@ -200,6 +200,80 @@ def dump(
             stream.close()
 
 
+@app.command("server")
+def server(
+    conf: Annotated[Path, typer.Option("--conf", help="Canal conf dir (canal.properties + <dest>/).")],
+    log_level: Annotated[str, typer.Option("--log-level", help="Logging level.")] = "INFO",
+) -> None:
+    """Run a pycanal server: the instances of a Canal conf dir, Canal's TCP protocol on canal.port
+    and the Prometheus metrics on canal.metrics.pull.port, until SIGTERM or Ctrl-C."""
+    import logging
+
+    from .config import ConfigError
+    from .server.launcher import CanalLauncher, LauncherError
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    try:
+        CanalLauncher(conf).run()
+    except (ConfigError, LauncherError, OSError) as exc:
+        typer.echo(f"pycanal: error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command("tail")
+def tail(
+    address: Annotated[str, typer.Option("--address", help="The pycanal or Canal server, HOST:PORT.")],
+    destination: Annotated[str, typer.Option("--destination", help="The destination to subscribe to.")],
+    filter_regex: Annotated[
+        str, typer.Option("--filter", help="Canal filter regex on schema.table (replaces the instance's).")
+    ] = "",
+    user: Annotated[str, typer.Option("--user", help="canal.user of the server.")] = "",
+    password: Annotated[str, typer.Option("--password", help="Its password.")] = "",
+    client_id: Annotated[
+        int, typer.Option("--client-id", help="The client id (Canal's default 1001).")
+    ] = 1001,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Entries per get.")] = 1000,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Exit after this many row changes (default: never).")
+    ] = None,
+) -> None:
+    """Print a destination's entries in Canal's example-client layout, acking each batch once
+    printed."""
+    from .client import CanalClientError, SimpleConnector
+    from .client.printer import message_lines
+    from .protocol import EntryProtocol_pb2 as pb
+
+    out = sys.stdout
+    conn = SimpleConnector(address, destination, user, password)
+    rows = 0
+    try:
+        conn.connect()
+        conn.subscribe(filter_regex)
+        for message in conn.stream(batch_size=batch_size, timeout=1000):
+            entries = message.entries
+            memsize = sum(len(r) for r in message.raw_entries)
+            for line in message_lines(message.id, entries, memsize):
+                out.write(line)
+                out.write("\n")
+            out.flush()
+            for e in entries:
+                if e.entryType == pb.ROWDATA:
+                    rows += len(pb.RowChange.FromString(e.storeValue).rowDatas)
+            if limit is not None and rows >= limit:
+                break
+    except (CanalClientError, OSError, ValueError) as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise typer.Exit(0) from None
+        typer.echo(f"pycanal: error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    finally:
+        conn.disconnect()
+
+
 def main() -> None:
     app()
 

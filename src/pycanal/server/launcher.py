@@ -1,0 +1,109 @@
+"""``CanalLauncher``: a whole pycanal server from a Canal conf dir (``pycanal server --conf DIR``).
+
+Canal's ``CanalLauncher`` + ``CanalController``: the :class:`Deployer` builds the embedded server
+and its instances (with auto-scan), :class:`CanalTcpServer` serves Canal's protocol on
+``canal.ip:canal.port`` (``canal.user``/``canal.passwd``), and ``canal.metrics.pull.port`` serves
+the Prometheus metrics. ``canal.serverMode`` must be ``tcp``: the MQ modes are not built.
+
+:meth:`CanalLauncher.run` blocks until SIGTERM or SIGINT, then stops in reverse order (TCP first,
+so no client is served by a stopping instance; the instances flush their cursors on stop).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from pycanal.server.deployer import Deployer
+from pycanal.server.metrics import serve_metrics
+from pycanal.server.tcp import CanalTcpServer
+
+__all__ = ["CanalLauncher", "LauncherError"]
+
+log = logging.getLogger(__name__)
+
+
+class LauncherError(RuntimeError):
+    """A configuration the launcher cannot serve."""
+
+
+class CanalLauncher:
+    def __init__(
+        self,
+        conf_dir: str | os.PathLike[str],
+        overrides: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.deployer = Deployer(conf_dir, overrides=overrides, environ=environ)
+        cfg = self.deployer.config
+        if cfg["canal.serverMode"] != "tcp":
+            raise LauncherError(
+                f"canal.serverMode={cfg['canal.serverMode']} is not supported by pycanal (only tcp)"
+            )
+        self.tcp: CanalTcpServer | None = None
+        self.metrics: Any = None
+        self._stop = threading.Event()
+
+    @property
+    def config(self) -> Any:
+        return self.deployer.config
+
+    def start(self) -> CanalLauncher:
+        cfg = self.config
+        self.deployer.start()
+        try:
+            self.tcp = CanalTcpServer(
+                self.deployer.server,
+                host=cfg["canal.ip"] or "0.0.0.0",
+                port=cfg["canal.port"],
+                user=cfg["canal.user"] or None,
+                passwd=cfg["canal.passwd"] or None,
+            ).start()
+            port = cfg["canal.metrics.pull.port"]
+            if port:
+                stats = getattr(self.tcp, "client_stats", None)
+                self.metrics, _ = serve_metrics(
+                    self.deployer.server, port, host=cfg["canal.ip"] or "0.0.0.0", client_stats=stats
+                )
+        except BaseException:
+            self.stop()
+            raise
+        log.info(
+            "event=server-started address=%s:%d destinations=%s",
+            self.tcp.host,
+            self.tcp.port,
+            ",".join(self.deployer.destinations),
+        )
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.tcp is not None:
+            self.tcp.stop()
+        if self.metrics is not None:
+            self.metrics.shutdown()
+            self.metrics = None
+        self.deployer.stop()
+        log.info("event=server-stopped")
+
+    def run(self) -> None:
+        """Start, then serve until SIGTERM/SIGINT (main thread only) or :meth:`stop`."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self._stop.set())
+        self.start()
+        try:
+            while not self._stop.wait(0.5):
+                pass
+        finally:
+            self.stop()
+
+    def __enter__(self) -> CanalLauncher:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
