@@ -20,6 +20,9 @@ turned into a running :class:`CanalServerWithEmbedded` (Canal's ``CanalControlle
   ``canal.auto.scan.interval`` seconds; ``add`` → build and add the instance, ``remove`` → stop and
   remove it, ``reload`` → stop it and add one built from the new ``instance.properties`` (what was
   not acknowledged is parsed again from the cursors). :meth:`Deployer.scan_once` runs one scan now.
+* With :meth:`Deployer.attach_ha` (``pycanal server`` does it when ``canal.zkServers`` is set) the
+  destinations are deployed through :class:`pycanal.ha.ServerHA` instead: fenced meta managers,
+  started only on the server holding the destination's running node.
 """
 
 from __future__ import annotations
@@ -165,8 +168,17 @@ class Deployer:
         self.server = CanalServerWithEmbedded()
         self.auto_scan: bool = bool(self.config["canal.auto.scan"])
         self.scanner: ConfigScanner | None = None
+        self.ha: Any = None
         self._lock = threading.RLock()
         self._running = False
+
+    def attach_ha(self, ha: Any) -> None:
+        """Serve through ZooKeeper HA (a :class:`pycanal.ha.ServerHA` over ``self.server``): each
+        destination is deployed with a fenced meta manager and started only while this server
+        holds its running node. Call before :meth:`start`."""
+        if self._running:
+            raise RuntimeError("attach HA before the deployer starts")
+        self.ha = ha
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -203,6 +215,8 @@ class Deployer:
             self._running = False
         if scanner is not None:
             scanner.stop()
+        if self.ha is not None:
+            self.ha.stop()
         self.server.stop()
 
     def __enter__(self) -> Deployer:
@@ -213,12 +227,17 @@ class Deployer:
 
     # ------------------------------------------------------------------ instances
     def _add(self, destination: str) -> CanalInstance:
-        instance = build_instance(self.config, destination)
-        self.server.add_instance(instance, lazy=is_lazy(self.config, destination))
+        if self.ha is not None:
+            instance = self.ha.deploy(self.config, destination)
+        else:
+            instance = build_instance(self.config, destination)
+            self.server.add_instance(instance, lazy=is_lazy(self.config, destination))
         log.info("destination %s deployed", destination)
         return instance
 
     def _remove(self, destination: str) -> None:
+        if self.ha is not None:
+            self.ha.unwatch(destination)
         if destination in self.server.destinations:
             self.server.remove_instance(destination)  # stops it
             log.info("destination %s removed", destination)
