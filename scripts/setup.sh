@@ -118,4 +118,22 @@ if [ "$want" != "$have_stamp" ] || ! .venv/bin/python -c 'import pycanal' >/dev/
 else
     log ".venv up to date"
 fi
+
+# ---------------------------------------------------------------------------- canal-python venv
+# tests/test_canal_python_compat.py runs the unmodified canal-python 0.4 client from PyPI against
+# pycanal's server. Its generated protobuf code only loads with protobuf <= 3.20 (pure Python),
+# which cannot share .venv with pycanal's protobuf 7, hence a small venv of its own.
+CP_VENV=.venv-canal-python
+CP_REQS="canal-python==0.4 protobuf==3.20.3"
+if [ "$(cat "$CP_VENV/.pycanal-setup-stamp" 2>/dev/null || true)" != "$CP_REQS" ] ||
+    ! "$CP_VENV/bin/python" -c 'import canal.client' >/dev/null 2>&1; then
+    log "creating $CP_VENV ($CP_REQS)"
+    rm -rf "$CP_VENV"
+    "$PY" -m venv "$CP_VENV"
+    # shellcheck disable=SC2086 # CP_REQS is a list of requirements
+    "$CP_VENV/bin/python" -m pip install -q --disable-pip-version-check $CP_REQS
+    echo "$CP_REQS" >"$CP_VENV/.pycanal-setup-stamp"
+else
+    log "$CP_VENV up to date"
+fi
 log "ready"

@@ -204,6 +204,9 @@ def dump(
 def server(
     conf: Annotated[Path, typer.Option("--conf", help="Canal conf dir (canal.properties + <dest>/).")],
     log_level: Annotated[str, typer.Option("--log-level", help="Logging level.")] = "INFO",
+    zk_session_timeout: Annotated[
+        float, typer.Option("--zk-session-timeout", help="ZooKeeper session timeout (s) with canal.zkServers.")
+    ] = 10.0,
 ) -> None:
     """Run a pycanal server: the instances of a Canal conf dir, Canal's TCP protocol on canal.port
     and the Prometheus metrics on canal.metrics.pull.port, until SIGTERM or Ctrl-C."""
@@ -216,7 +219,7 @@ def server(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
     )
     try:
-        CanalLauncher(conf).run()
+        CanalLauncher(conf, session_timeout=zk_session_timeout).run()
     except (ConfigError, LauncherError, OSError) as exc:
         typer.echo(f"pycanal: error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -3,5 +3,13 @@ it from a Canal conf dir (:mod:`pycanal.server.deployer`)."""
 
 from .deployer import Deployer, build_instance
 from .embedded import CanalServerError, CanalServerWithEmbedded, Message
+from .tcp import CanalTcpServer
 
-__all__ = ["CanalServerError", "CanalServerWithEmbedded", "Deployer", "Message", "build_instance"]
+__all__ = [
+    "CanalServerError",
+    "CanalServerWithEmbedded",
+    "CanalTcpServer",
+    "Deployer",
+    "Message",
+    "build_instance",
+]

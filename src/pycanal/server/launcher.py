@@ -3,7 +3,10 @@
 Canal's ``CanalLauncher`` + ``CanalController``: the :class:`Deployer` builds the embedded server
 and its instances (with auto-scan), :class:`CanalTcpServer` serves Canal's protocol on
 ``canal.ip:canal.port`` (``canal.user``/``canal.passwd``), and ``canal.metrics.pull.port`` serves
-the Prometheus metrics. ``canal.serverMode`` must be ``tcp``: the MQ modes are not built.
+the Prometheus metrics. ``canal.serverMode`` must be ``tcp``: the MQ modes are not built. With
+``canal.zkServers`` the destinations run under ZooKeeper HA (:mod:`pycanal.ha`): this server
+registers as ``canal.register.ip`` (else ``canal.ip``, else the host's IP) and ``canal.port``,
+and serves a destination only while it holds the destination's running node.
 
 :meth:`CanalLauncher.run` blocks until SIGTERM or SIGINT, then stops in reverse order (TCP first,
 so no client is served by a stopping instance; the instances flush their cursors on stop).
@@ -14,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +41,8 @@ class CanalLauncher:
         conf_dir: str | os.PathLike[str],
         overrides: Mapping[str, str] | None = None,
         environ: Mapping[str, str] | None = None,
+        *,
+        session_timeout: float = 10.0,
     ) -> None:
         self.deployer = Deployer(conf_dir, overrides=overrides, environ=environ)
         cfg = self.deployer.config
@@ -46,16 +52,38 @@ class CanalLauncher:
             )
         self.tcp: CanalTcpServer | None = None
         self.metrics: Any = None
+        self.zk: Any = None
+        self.session_timeout = session_timeout
         self._stop = threading.Event()
 
     @property
     def config(self) -> Any:
         return self.deployer.config
 
+    def _start_ha(self) -> None:
+        from kazoo.client import KazooClient
+
+        from pycanal.ha import ServerHA
+
+        cfg = self.config
+        host = cfg["canal.register.ip"] or cfg["canal.ip"] or socket.gethostbyname(socket.gethostname())
+        self.zk = KazooClient(hosts=cfg["canal.zkServers"], timeout=self.session_timeout)
+        self.zk.start(timeout=self.session_timeout)
+        ha = ServerHA(
+            self.zk,
+            self.deployer.server,
+            f"{host}:{cfg['canal.port']}",
+            cid=int(cfg["canal.id"]),
+            flush_period=cfg["canal.zookeeper.flush.period"] / 1000.0,
+            session_timeout=self.session_timeout,
+        )
+        self.deployer.attach_ha(ha)
+        ha.start()
+
     def start(self) -> CanalLauncher:
         cfg = self.config
-        self.deployer.start()
         try:
+            # TCP first: once HA registers this server, clients may come at once.
             self.tcp = CanalTcpServer(
                 self.deployer.server,
                 host=cfg["canal.ip"] or "0.0.0.0",
@@ -63,6 +91,9 @@ class CanalLauncher:
                 user=cfg["canal.user"] or None,
                 passwd=cfg["canal.passwd"] or None,
             ).start()
+            if cfg["canal.zkServers"]:
+                self._start_ha()
+            self.deployer.start()
             port = cfg["canal.metrics.pull.port"]
             if port:
                 stats = getattr(self.tcp, "client_stats", None)
@@ -88,6 +119,10 @@ class CanalLauncher:
             self.metrics.shutdown()
             self.metrics = None
         self.deployer.stop()
+        if self.zk is not None:
+            self.zk.stop()
+            self.zk.close()
+            self.zk = None
         log.info("event=server-stopped")
 
     def run(self) -> None:
