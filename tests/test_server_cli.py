@@ -102,6 +102,8 @@ def test_server_and_tail(db: PrivateMariaDB, tmp_path: Path) -> None:
         scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5).read().decode()
         assert 'canal_instance{destination="shop"} 1.0' in scraped
         assert 'canal_instance_put_rows{destination="shop"} 3.0' in scraped
+        assert 'canal_instance_client_packets{destination="shop",packetType="GET"}' in scraped
+        assert 'canal_instance_client_request_latency_count{destination="shop"}' in scraped
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         server_log = log.read_text()

@@ -40,11 +40,14 @@ in the record's ``destination`` attribute; no password, token or hash is ever lo
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
+import math
 import queue
 import re
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -117,7 +120,60 @@ class _Session:
     read_timeout: float
     write_timeout: float
     authenticated: bool = False
-    destination: str = ""  # the last one named, for logs
+    destination: str = ""  # the last one named, for logs and metrics
+    packet: str = ""  # the type of the request being served, for metrics
+    empty: bool = False  # the GET being served found nothing
+
+
+_LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, math.inf)
+
+
+class _ClientStats:
+    """Per destination: requests by packet type, bytes answered, empty GETs, error answers and a
+    latency histogram (Canal's ``canal_instance_client_*``). Written by the event loop, read by
+    the metrics thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by: dict[str, dict[str, Any]] = {}
+
+    def record(self, session: _Session, nbytes: int, seconds: float, error: bool) -> None:
+        dest = session.destination
+        if not dest:
+            return
+        with self._lock:
+            st = self._by.get(dest)
+            if st is None:
+                st = self._by[dest] = {
+                    "packets": {},
+                    "bytes": 0,
+                    "empty_batches": 0,
+                    "errors": 0,
+                    "latency_counts": [0] * len(_LATENCY_BUCKETS),
+                    "latency_sum": 0.0,
+                }
+            kind = session.packet or "unknown"
+            st["packets"][kind] = st["packets"].get(kind, 0) + 1
+            st["bytes"] += nbytes
+            st["empty_batches"] += session.empty
+            st["errors"] += error
+            st["latency_sum"] += seconds
+            st["latency_counts"][bisect.bisect_left(_LATENCY_BUCKETS, seconds)] += 1
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            out = {}
+            for dest, st in self._by.items():
+                cumulative, total = {}, 0
+                for bound, count in zip(_LATENCY_BUCKETS, st["latency_counts"], strict=True):
+                    total += count
+                    cumulative[bound] = total
+                out[dest] = {
+                    **{k: v for k, v in st.items() if k != "latency_counts"},
+                    "packets": dict(st["packets"]),
+                    "latency_buckets": cumulative,
+                }
+            return out
 
 
 class _Workers:
@@ -237,6 +293,11 @@ class CanalTcpServer:
         self._start_error: BaseException | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._workers: _Workers | None = None
+        self.stats = _ClientStats()
+
+    def client_stats(self) -> dict[str, dict[str, Any]]:
+        """Per-destination client counters for :mod:`pycanal.server.metrics`."""
+        return self.stats.snapshot()
 
     def __repr__(self) -> str:
         return f"CanalTcpServer({self.host}:{self.port}, auth={self._auth_mode})"
@@ -379,9 +440,12 @@ class CanalTcpServer:
                 await self._send(session, writer, encode_ack(ERROR_GENERIC, str(exc)))
                 return "bad frame"
             for payload in frames:
+                started = time.perf_counter()
+                session.packet, session.empty = "", False
                 try:
                     answer = await self._packet(session, payload)
                 except _Refused as refused:
+                    self.stats.record(session, 0, time.perf_counter() - started, True)
                     _log(
                         logging.WARNING,
                         "refused",
@@ -396,6 +460,7 @@ class CanalTcpServer:
                     continue
                 if answer is not None:
                     await self._send(session, writer, answer)
+                self.stats.record(session, len(answer or b""), time.perf_counter() - started, False)
 
     async def _packet(self, session: _Session, payload: bytes) -> bytes | None:
         """One request: its answer frame (None for ack and rollback), or :class:`_Refused`."""
@@ -404,6 +469,7 @@ class CanalTcpServer:
         except WireError as exc:
             raise _Refused(ERROR_GENERIC, str(exc)) from None
         ptype = packet.type
+        session.packet = packet_type_name(ptype)
         if not session.authenticated:
             if ptype != _PT.CLIENTAUTHENTICATION:
                 raise _Refused(ERROR_GENERIC, f"unexpected packet type: {packet_type_name(ptype)}")
@@ -523,6 +589,7 @@ class CanalTcpServer:
         message, frame = await self._call(
             session, "get", self._get_frame, client, get.fetch_size, timeout, unit
         )
+        session.empty = message.id == -1
         if log.isEnabledFor(logging.DEBUG):
             _log(
                 logging.DEBUG,
