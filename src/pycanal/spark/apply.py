@@ -1,0 +1,190 @@
+"""``apply_changes``: a ``foreachBatch`` function writing change rows exactly once into a change
+log and current-state Delta tables.
+
+    applier = ChangeApplier("/lake/shop", schema_history="conf/example/schema.db")
+    query = (spark.readStream.format("canal")...load()
+             .writeStream.foreachBatch(applier)               # or partial(apply_changes, target_dir=...)
+             .option("checkpointLocation", "/lake/shop/_checkpoint").start())
+
+Per micro-batch (``batch_id`` from Spark, rows in any order, sorted here by position):
+
+1. if the change log's commit marker of ``batch_id`` exists, the batch was applied: nothing to do;
+2. the rows go to the change log (``changelog``: Parquet, partitioned by table and date), under
+   file names derived from the batch id;
+3. the current-state tables are brought up to date (``current``: MERGE per table, DDL followed);
+   each step is idempotent by itself (Delta transaction ids, a step journal);
+4. the schema model after the batch is saved if the batch had DDL, then the commit marker is
+   written atomically: the batch is done.
+
+A crash anywhere before 4 makes Spark replay the batch with the same id and rows; the replay
+redoes only what is missing. The schema model (column names and types per table) starts from
+``schema`` (a ``SchemaModel``), ``schema_ddl`` (CREATE TABLE statements), ``schema_history`` (a
+pycanal schema history store, read at the first row's position) or empty (tables are learned
+from their CREATE TABLE), and then follows the DDL rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pycanal.parse.meta import SchemaModel
+
+from .changelog import ChangeLog, write_atomic
+from .current import APP_ID, ApplyError, BatchRows, CurrentState
+from .rows import ARROW_SCHEMA
+from .schema import model_at, model_from_ddl
+
+__all__ = ["ApplyError", "ChangeApplier", "apply_changes"]
+
+log = logging.getLogger(__name__)
+
+
+def _arrow(batch: Any) -> pa.Table:
+    """The batch as an Arrow table of ``ARROW_SCHEMA`` (a Spark DataFrame, Arrow table or batch)."""
+    if hasattr(batch, "toArrow"):
+        batch = batch.toArrow()
+    if isinstance(batch, pa.RecordBatch):
+        batch = pa.Table.from_batches([batch])
+    if not isinstance(batch, pa.Table):
+        raise TypeError(
+            f"apply_changes needs a Spark DataFrame or an Arrow table, not {type(batch).__name__}"
+        )
+    missing = [n for n in ARROW_SCHEMA.names if n not in batch.column_names]
+    if missing:
+        raise ValueError(f"the batch has no column(s) {missing}: apply_changes needs pycanal change rows")
+    try:
+        return batch.select(ARROW_SCHEMA.names).cast(ARROW_SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
+        raise ValueError(f"the batch's columns do not have the change-row types: {exc}") from None
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    pos = table.column("position").combine_chunks()
+    keys = pa.table({"f": pos.field("file"), "o": pos.field("offset"), "r": pos.field("row")})
+    order = pc.sort_indices(keys, sort_keys=[("f", "ascending"), ("o", "ascending"), ("r", "ascending")])
+    return table.take(order)
+
+
+def _rows(table: pa.Table) -> BatchRows:
+    pos = table.column("position").combine_chunks()
+    col = table.column
+    return BatchRows(
+        col("op").to_pylist(),
+        col("database").to_pylist(),
+        col("table").to_pylist(),
+        col("pk").to_pylist(),
+        col("before").to_pylist(),
+        col("after").to_pylist(),
+        pos.field("file").to_pylist(),
+        pos.field("offset").to_pylist(),
+        col("sql").to_pylist(),
+        col("sql_database").to_pylist(),
+    )
+
+
+class ChangeApplier:
+    """``foreachBatch`` callable: ``applier(batch_df, batch_id)`` (see the module docstring).
+
+    ``zero_dates``: what a zero date (``0000-00-00``, ``2024-00-10``) becomes in the current-state
+    tables, which have no such value: ``"error"`` (default: stop with a clear error) or ``"null"``.
+    """
+
+    def __init__(
+        self,
+        target_dir: str | Path,
+        *,
+        schema: SchemaModel | None = None,
+        schema_ddl: str | None = None,
+        schema_history: str | Path | None = None,
+        zero_dates: str = "error",
+        app_id: str = APP_ID,
+    ) -> None:
+        if sum(x is not None for x in (schema, schema_ddl, schema_history)) > 1:
+            raise ValueError("give at most one of schema, schema_ddl and schema_history")
+        if zero_dates not in ("error", "null"):
+            raise ValueError(f"zero_dates must be 'error' or 'null', not {zero_dates!r}")
+        self.root = Path(target_dir)
+        self.schema, self.schema_ddl, self.schema_history = schema, schema_ddl, schema_history
+        self.zero_dates = zero_dates
+        self.app_id = app_id
+        self._models: dict[int, SchemaModel] = {}
+        self._state = self.root / "_pycanal"
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        batch_id = int(batch_id)
+        changelog = ChangeLog(self.root)
+        if changelog.committed(batch_id):
+            log.info("micro-batch %d was applied already: skipped", batch_id)
+            return
+        table = _sorted(_arrow(batch))
+        previous = changelog.latest_before(batch_id)
+        schema_batch = previous["schema_batch"] if previous else None
+        files = changelog.write(table, batch_id)
+        warnings: list[str] = []
+        if table.num_rows:
+            rows = _rows(table)
+            model = self._model(schema_batch, rows)
+            state = CurrentState(
+                self.root,
+                batch_id,
+                model,
+                done_step=self._done_step(batch_id),
+                on_step=lambda step: self._journal(batch_id, step),
+                zero_dates=self.zero_dates,
+                app_id=self.app_id,
+            )
+            state.apply(rows)
+            warnings = state.warnings
+            if schema_batch is None or "DDL" in rows.op:
+                write_atomic(self._schema_file(batch_id), json.dumps(model.to_json()).encode())
+                self._models = {batch_id: model}
+                schema_batch = batch_id
+        for w in warnings:
+            log.warning("micro-batch %d: %s", batch_id, w)
+        changelog.commit(
+            batch_id,
+            {"files": files, "rows": table.num_rows, "schema_batch": schema_batch, "warnings": warnings},
+        )
+
+    # ------------------------------------------------------------------ schema model
+    def _schema_file(self, batch_id: int) -> Path:
+        return self._state / "schema" / f"{batch_id:020d}.json"
+
+    def _model(self, schema_batch: int | None, rows: BatchRows) -> SchemaModel:
+        """The model in force before the batch (a copy when the batch's DDL will change it)."""
+        if schema_batch is None:
+            if self.schema is not None:
+                return self.schema.copy()
+            if self.schema_ddl is not None:
+                return model_from_ddl(self.schema_ddl)
+            if self.schema_history is not None:
+                return model_at(self.schema_history, rows.file[0], rows.offset[0])
+            return SchemaModel()
+        model = self._models.get(schema_batch)
+        if model is None:
+            model = SchemaModel.from_json(json.loads(self._schema_file(schema_batch).read_text()))
+            self._models = {schema_batch: model}
+        return model.copy() if "DDL" in rows.op else model
+
+    # ------------------------------------------------------------------ step journal
+    def _done_step(self, batch_id: int) -> int:
+        path = self._state / "progress.json"
+        if not path.is_file():
+            return 0
+        done = json.loads(path.read_text())
+        return done["step"] if done["batch_id"] == batch_id else 0
+
+    def _journal(self, batch_id: int, step: int) -> None:
+        write_atomic(self._state / "progress.json", json.dumps({"batch_id": batch_id, "step": step}).encode())
+
+
+def apply_changes(batch: Any, batch_id: int, target_dir: str | Path, **options: Any) -> None:
+    """Apply one micro-batch of change rows to ``target_dir`` exactly once (``ChangeApplier``'s
+    options). For a stream, prefer one ``ChangeApplier``: it keeps the schema model between batches."""
+    ChangeApplier(target_dir, **options)(batch, batch_id)

@@ -1,0 +1,138 @@
+"""The change-log table: every change row, append-only Parquet, partitioned by table and date.
+
+Layout under ``<target>/changelog``: ``table_name=<db>.<table>/date=<YYYY-MM-DD>/part-<batch>-<n>.parquet``
+(Hive-style, values URI-escaped; ``table_name`` is just ``<db>`` for database statements). A
+micro-batch's files are named by its batch id, so a replay of a batch that crashed before its
+commit rewrites the same names. ``_pycanal_commits/<batch>.json`` is the batch's commit marker,
+written atomically after its files are durable: it lists them, and its presence makes a replay
+of the batch a no-op. Readers take the file list from the markers (``change_log_files``), so
+files of an uncommitted attempt are never read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .rows import ARROW_SCHEMA
+
+__all__ = ["CHANGELOG_SCHEMA", "ChangeLog", "change_log_files", "read_change_log", "write_atomic"]
+
+# The file columns: the change row plus the micro-batch it came in.
+CHANGELOG_SCHEMA = ARROW_SCHEMA.append(pa.field("batch_id", pa.int64()))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` so that readers see the old content or all of the new one, durably."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _partition(database: str | None, table: str | None) -> str:
+    name = database or ""
+    if table is not None:
+        name += "." + table
+    return quote(name, safe="") or "__HIVE_DEFAULT_PARTITION__"  # read back as null
+
+
+class ChangeLog:
+    def __init__(self, target_dir: str | Path) -> None:
+        self.dir = Path(target_dir) / "changelog"
+        self.commits = self.dir / "_pycanal_commits"
+
+    def marker(self, batch_id: int) -> Path:
+        return self.commits / f"{batch_id:020d}.json"
+
+    def committed(self, batch_id: int) -> bool:
+        return self.marker(batch_id).is_file()
+
+    def latest_before(self, batch_id: int) -> dict[str, Any] | None:
+        """The commit marker of the latest committed batch before ``batch_id``."""
+        if not self.commits.is_dir():
+            return None
+        ids = [int(n[:-5]) for n in os.listdir(self.commits) if n.endswith(".json") and n[:-5].isdigit()]
+        before = [i for i in ids if i < batch_id]
+        if not before:
+            return None
+        return json.loads(self.marker(max(before)).read_text())
+
+    def write(self, rows: pa.Table, batch_id: int) -> list[str]:
+        """Write the batch's rows (sorted by position) into their partitions; returns the files
+        relative to the change-log directory."""
+        if rows.num_rows == 0:
+            return []
+        partitions: dict[tuple, str] = {}
+        names = [
+            partitions.get(dt) or partitions.setdefault(dt, _partition(*dt))
+            for dt in zip(rows.column("database").to_pylist(), rows.column("table").to_pylist(), strict=True)
+        ]
+        dates = pc.strftime(rows.column("ts"), "%Y-%m-%d").to_pylist()
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, key in enumerate(zip(names, dates, strict=True)):
+            groups.setdefault(key, []).append(i)
+        data = rows.append_column("batch_id", pa.array([batch_id] * rows.num_rows, pa.int64()))
+        files = []
+        for n, key in enumerate(sorted(groups)):
+            rel = f"table_name={key[0]}/date={key[1]}/part-{batch_id:020d}-{n:05d}.parquet"
+            path = self.dir / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            pq.write_table(data.take(pa.array(groups[key])), tmp)
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+            files.append(rel)
+        return files
+
+    def commit(self, batch_id: int, info: dict[str, Any]) -> None:
+        record = {"batch_id": batch_id, "committed_at": time.time(), **info}
+        write_atomic(self.marker(batch_id), json.dumps(record, indent=1).encode())
+
+
+def change_log_files(target_dir: str | Path) -> list[str]:
+    """The absolute paths of every committed change-log file, in batch order."""
+    log = ChangeLog(target_dir)
+    if not log.commits.is_dir():
+        return []
+    out = []
+    for name in sorted(os.listdir(log.commits)):
+        if name.endswith(".json") and name[:-5].isdigit():
+            record = json.loads((log.commits / name).read_text())
+            out += [str(log.dir / rel) for rel in record["files"]]
+    return out
+
+
+def read_change_log(spark: Any, target_dir: str | Path) -> Any:
+    """The committed change log as a Spark DataFrame (with ``table_name`` and ``date`` columns)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    files = change_log_files(target_dir)
+    if not files:
+        schema = from_arrow_schema(
+            CHANGELOG_SCHEMA.append(pa.field("table_name", pa.string())).append(pa.field("date", pa.date32()))
+        )
+        return spark.createDataFrame([], schema)
+    return spark.read.option("basePath", str(ChangeLog(target_dir).dir)).parquet(*files)
