@@ -1,93 +1,376 @@
-"""The main job on embedded defaults: make a binlog with a private MariaDB and decode it.
+"""The main job on embedded defaults: MariaDB -> pycanal server -> Spark -> Delta tables, checked.
 
-Run with ``make demo`` (or ``python -m pycanal.demo``). It starts a throw-away MariaDB with ROW
-binlog and FULL row metadata, runs a small shop workload (inserts, updates, deletes, one ALTER
-TABLE), copies the binlog to ``var/demo/`` and decodes it with ``pycanal binlog decode`` in
-both output formats. Later issues grow this into the full server + Spark pipeline demo.
+Run with ``make demo`` (or ``python -m pycanal.demo [--seconds 30]``). It
+
+1. starts a private MariaDB (ROW binlog, FULL row metadata) on a free loopback port;
+2. starts ``pycanal server`` with the shipped ``conf/`` (environment overrides point it at that
+   MariaDB, a free port and ``var/demo/data``);
+3. starts a Spark structured stream ``format("canal")`` -> ``foreachBatch(ChangeApplier)`` writing
+   a change log (Parquet) and current-state Delta tables under ``var/demo/lake``;
+4. creates a small shop (customers, products, orders, order_items) and runs a timed workload of
+   inserts, updates and deletes with an ``ALTER TABLE`` in the middle, printing progress (rows
+   written, captured by the server, applied by Spark; the replication lag);
+5. once Spark has applied everything, compares every table of the source with its current-state
+   table: row count and a checksum over every value, which must be equal;
+6. prints how to query the tables.
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
+import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+from .testing._process import free_port
 from .testing.mariadb import PrivateMariaDB
 
+ROOT = Path("var/demo")
+TABLES = {"customers": "id", "products": "id", "orders": "id", "order_items": "id"}
 SCHEMA = [
+    "CREATE DATABASE shop",
     "CREATE TABLE shop.customers (id INT PRIMARY KEY, name VARCHAR(64) NOT NULL, email VARCHAR(128),"
-    " vip BOOLEAN DEFAULT FALSE, created TIMESTAMP(3) DEFAULT CURRENT_TIMESTAMP(3))",
+    " vip BOOLEAN DEFAULT FALSE, created TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3))",
     "CREATE TABLE shop.products (id INT PRIMARY KEY, title VARCHAR(100) NOT NULL,"
-    " price DECIMAL(10,2) NOT NULL, stock INT UNSIGNED NOT NULL, tags SET('new','sale','eco'),"
-    " spec JSON)",
+    " price DECIMAL(10,2) NOT NULL, stock INT UNSIGNED NOT NULL, tags SET('new','sale','eco'), spec JSON)",
     "CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, customer_id INT NOT NULL,"
     " status ENUM('new','paid','shipped','cancelled') NOT NULL, total DECIMAL(12,2), placed DATETIME(6))",
+    "CREATE TABLE shop.order_items (id BIGINT PRIMARY KEY, order_id BIGINT NOT NULL, product_id INT NOT NULL,"
+    " qty SMALLINT NOT NULL, price DECIMAL(10,2) NOT NULL)",
 ]
+NAMES = ["Ada Lovelace", "Grace Hopper", "Édith Piaf", "李小龙", "Zoë 🚀", "Alan Turing", "Emmy Noether"]
 
 
-def workload(db: PrivateMariaDB, seed: int = 7) -> None:
-    rnd = random.Random(seed)
-    db.execute("CREATE DATABASE shop")
-    for ddl in SCHEMA:
-        db.execute(ddl)
-    names = ["Ada Lovelace", "Grace Hopper", "Édith Piaf", "李小龙", "Zoë 🚀"]
-    for i, name in enumerate(names, 1):
-        db.execute(
-            "INSERT INTO shop.customers (id, name, email) VALUES (%s, %s, %s)", (i, name, f"c{i}@example.com")
-        )
-    for i in range(1, 6):
-        db.execute(
-            "INSERT INTO shop.products VALUES (%s, %s, %s, %s, %s, %s)",
-            (
-                i,
-                f"Product {i}",
-                f"{rnd.randrange(100, 99999) / 100:.2f}",
-                rnd.randrange(0, 500),
-                rnd.choice(["new", "sale,eco", ""]),
-                f'{{"weight_g": {i * 100}, "color": "blue"}}',
-            ),
-        )
-    with db.root_connection() as conn, conn.cursor() as cur:
-        cur.execute("BEGIN")
-        for i in range(1, 9):
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ----------------------------------------------------------------------------- the workload
+class Workload:
+    """Random shop traffic; ``rows`` counts the row changes written."""
+
+    def __init__(self, db: PrivateMariaDB, seconds: float, seed: int = 7) -> None:
+        self.db, self.seconds, self.rnd = db, seconds, random.Random(seed)
+        self.rows = 0
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.altered = False
+        self.ids = {t: 0 for t in TABLES}
+
+    def run(self) -> None:
+        try:
+            with self.db.root_connection("shop") as conn, conn.cursor() as cur:
+                end = time.monotonic() + self.seconds
+                half = time.monotonic() + self.seconds / 2
+                while time.monotonic() < end:
+                    if not self.altered and time.monotonic() > half:
+                        cur.execute("ALTER TABLE customers ADD COLUMN phone VARCHAR(20) AFTER email")
+                        self.altered = True
+                    self.rows += self.transaction(cur)
+                    conn.commit()
+                    time.sleep(0.01)
+        except BaseException as exc:  # noqa: BLE001 - reported by main
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def _new(self, table: str) -> int:
+        self.ids[table] += 1
+        return self.ids[table]
+
+    def transaction(self, cur: Any) -> int:
+        r, n = self.rnd, 0
+        for _ in range(r.randint(1, 3)):
+            cid = self._new("customers")
+            cols = "(id, name, email, vip" + (", phone)" if self.altered else ")")
+            vals = [cid, r.choice(NAMES), f"c{cid}@example.com", r.random() < 0.2]
+            if self.altered:
+                vals.append(f"+1-555-{r.randrange(10000):04d}")
+            cur.execute(f"INSERT INTO customers {cols} VALUES ({', '.join(['%s'] * len(vals))})", vals)
+            n += 1
+        if r.random() < 0.5:
+            pid = self._new("products")
             cur.execute(
-                "INSERT INTO shop.orders VALUES (%s, %s, 'new', %s, '2026-11-21 10:00:00.123456')",
-                (i, rnd.randrange(1, 6), f"{rnd.randrange(100, 50000) / 100:.2f}"),
+                "INSERT INTO products VALUES (%s, %s, %s, %s, %s, %s)",
+                (pid, f"Product {pid}", f"{r.randrange(100, 99999) / 100:.2f}", r.randrange(500),
+                 r.choice(["new", "sale,eco", ""]), json.dumps({"weight_g": pid * 10, "color": "blue"})),
+            )  # fmt: skip
+            n += 1
+        if self.ids["products"]:
+            oid = self._new("orders")
+            items = r.randint(1, 5)
+            cur.execute(
+                "INSERT INTO orders VALUES (%s, %s, 'new', %s, %s)",
+                (oid, r.randint(1, self.ids["customers"]), f"{r.randrange(100, 50000) / 100:.2f}",
+                 datetime.now(UTC).replace(tzinfo=None)),
+            )  # fmt: skip
+            rows = [
+                (self._new("order_items"), oid, r.randint(1, self.ids["products"]), r.randint(1, 9),
+                 f"{r.randrange(100, 9999) / 100:.2f}")
+                for _ in range(items)
+            ]  # fmt: skip
+            cur.executemany("INSERT INTO order_items VALUES (%s, %s, %s, %s, %s)", rows)
+            n += 1 + items
+        if self.ids["orders"] > 5:
+            n += cur.execute(
+                "UPDATE orders SET status = %s WHERE id = %s",
+                (r.choice(["paid", "shipped", "cancelled"]), r.randint(1, self.ids["orders"])),
             )
-        cur.execute("COMMIT")
-    db.execute("UPDATE shop.orders SET status = 'paid' WHERE id <= 4")
-    db.execute("UPDATE shop.customers SET vip = TRUE, email = NULL WHERE id = 2")
-    db.execute("ALTER TABLE shop.customers ADD COLUMN phone VARCHAR(20) AFTER email")
-    db.execute("UPDATE shop.customers SET phone = '+1-555-0100' WHERE id = 1")
-    db.execute("DELETE FROM shop.orders WHERE id = 8")
+            n += cur.execute(
+                "UPDATE products SET stock = stock + 1 WHERE id = %s", (r.randint(1, self.ids["products"]),)
+            )
+            if r.random() < 0.3:
+                n += cur.execute(
+                    "DELETE FROM order_items WHERE id = %s", (r.randint(1, self.ids["order_items"]),)
+                )
+            if r.random() < 0.1:
+                n += cur.execute("UPDATE customers SET vip = NOT vip, email = NULL WHERE id = %s",
+                                 (r.randint(1, self.ids["customers"]),))  # fmt: skip
+        return n
 
 
-def main() -> int:
-    out_dir = Path("var/demo")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    print("pycanal demo: starting a private MariaDB (ROW binlog, FULL row metadata) ...", flush=True)
+# ----------------------------------------------------------------------------- comparison
+def _norm(v: Any) -> Any:
+    """One form for a value read from MariaDB (PyMySQL) or from a Delta table (pyarrow)."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, Decimal):
+        return format(v.normalize(), "f")
+    if isinstance(v, datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(UTC).replace(tzinfo=None)
+        return v.isoformat()
+    if isinstance(v, set | frozenset | list | tuple):
+        return sorted(str(x) for x in v)
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, str) and v[:1] in "{[":
+        try:
+            return json.dumps(json.loads(v), sort_keys=True)
+        except ValueError:
+            return v
+    return v
+
+
+def _digest(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    h = hashlib.sha256()
+    for row in rows:
+        h.update(json.dumps([_norm(row[c]) for c in columns], ensure_ascii=False, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def compare(db: PrivateMariaDB, lake: Path) -> bool:
+    from deltalake import DeltaTable
+
+    from .spark.current import table_path
+
+    ok = True
+    say(
+        f"\n{'table':<12} {'source rows':>11} {'target rows':>11}  {'source checksum':<16}  {'target checksum':<16}"
+    )
+    with db.root_connection("shop") as conn, conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        for table, key in TABLES.items():
+            cur.execute(f"SELECT * FROM {table} ORDER BY {key}")
+            columns = [d[0] for d in cur.description]
+            source = [dict(zip(columns, r, strict=True)) for r in cur.fetchall()]
+            for row in source:
+                if table == "products" and row["tags"] is not None and isinstance(row["tags"], str):
+                    row["tags"] = [t for t in row["tags"].split(",") if t]
+            target = DeltaTable(str(table_path(lake, "shop", table))).to_pyarrow_table().to_pylist()
+            target.sort(key=lambda r: r[key])
+            same_cols = all(set(columns) <= set(r) for r in target)
+            s_sum, t_sum = (
+                _digest(source, columns),
+                _digest(target, columns) if same_cols else "columns differ",
+            )
+            equal = len(source) == len(target) and s_sum == t_sum
+            ok &= equal
+            say(
+                f"{table:<12} {len(source):>11,} {len(target):>11,}  {s_sum:<16}  {t_sum:<16}  {'OK' if equal else 'DIFFERENT'}"
+            )
+    return ok
+
+
+# ----------------------------------------------------------------------------- processes
+def start_server(db: PrivateMariaDB, start: tuple[str, int], port: int, metrics: int) -> subprocess.Popen:
+    env = dict(
+        os.environ,
+        CANAL_IP="127.0.0.1",
+        CANAL_PORT=str(port),
+        CANAL_METRICS_PULL_PORT=str(metrics),
+        CANAL_FILE_DATA_DIR=str((ROOT / "data").resolve()),
+        CANAL_INSTANCE_MASTER_ADDRESS=f"{db.host}:{db.port}",
+        CANAL_INSTANCE_MASTER_JOURNAL_NAME=start[0],
+        CANAL_INSTANCE_MASTER_POSITION=str(start[1]),
+        CANAL_INSTANCE_DBUSERNAME=db.repl_user,
+        CANAL_INSTANCE_DBPASSWORD=db.repl_password,
+        CANAL_INSTANCE_FILTER_REGEX="shop\\..*",
+    )
+    log = (ROOT / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pycanal.cli", "server", "--conf", "conf", "--log-level", "WARNING"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"pycanal server exited: see {ROOT / 'server.log'}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.1)
+    raise RuntimeError("pycanal server did not start listening")
+
+
+def scrape(port: int) -> dict[str, float]:
+    out = {}
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        if line.startswith(("canal_instance_put_rows{", "pycanal_instance_replication_lag_seconds{")):
+            name, value = line.split("{", 1)[0], line.rsplit(" ", 1)[1]
+            out[name] = float(value)
+    return out
+
+
+def spark_session(local_dir: Path) -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from .spark import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pycanal-demo")
+        .config("spark.driver.memory", "2g")
+        .config("spark.local.dir", str(local_dir))
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="pycanal's end-to-end demo")
+    ap.add_argument("--seconds", type=float, default=30.0, help="how long the workload runs")
+    args = ap.parse_args(argv)
+    if ROOT.exists():
+        shutil.rmtree(ROOT)
+    (ROOT / "spark-tmp").mkdir(parents=True)
+    lake = (ROOT / "lake").resolve()
+    say("pycanal demo: MariaDB -> pycanal server -> Spark -> Delta tables")
+    say("1. starting a private MariaDB (ROW binlog, FULL row metadata) ...")
     with PrivateMariaDB(binlog_row_metadata="FULL") as db:
-        print(f"  {db.version} on 127.0.0.1:{db.port}", flush=True)
-        first = db.flush_binary_logs()
-        workload(db)
-        db.flush_binary_logs()
-        binlog = out_dir / first.name
-        shutil.copyfile(first, binlog)
-    print(f"  workload done; binlog copied to {binlog} ({binlog.stat().st_size} bytes)\n", flush=True)
-    commands = [
-        [sys.executable, "-m", "pycanal.cli", "binlog", "decode", str(binlog)],
-        [sys.executable, "-m", "pycanal.cli", "binlog", "decode", "--format", "jsonl", str(binlog)],
-    ]
-    for cmd in commands:
-        print("$ pycanal " + " ".join(cmd[3:]), flush=True)
-        result = subprocess.run(cmd, check=False)
-        if result.returncode:
-            return result.returncode
-        print(flush=True)
-    print(f"Decode it again any time: .venv/bin/pycanal binlog decode {binlog} [--format jsonl]")
-    return 0
+        say(f"   {db.version} on 127.0.0.1:{db.port}")
+        start = db.current_binlog()
+        port, metrics = free_port(), free_port()
+        say(f"2. starting `pycanal server --conf conf` (TCP 127.0.0.1:{port}, metrics :{metrics}) ...")
+        server = start_server(db, start, port, metrics)
+        query = spark = None
+        try:
+            say("3. starting Spark (local[2]) and the stream format('canal') -> apply_changes ...")
+            t0 = time.monotonic()
+            spark = spark_session((ROOT / "spark-tmp").resolve())
+            from .spark.apply import ChangeApplier
+
+            stream = (
+                spark.readStream.format("canal")
+                .option("address", f"127.0.0.1:{port}")
+                .option("destination", "example")
+                .option("clientId", "1001")
+                .option("filter", "shop\\..*")
+                .load()
+            )
+            query = (
+                stream.writeStream.foreachBatch(ChangeApplier(lake, zero_dates="null"))
+                .option("checkpointLocation", str(lake / "_checkpoint"))
+                .trigger(processingTime="1 second")
+                .start()
+            )
+            say(f"   Spark ready in {time.monotonic() - t0:.0f}s")
+            say(
+                f"4. shop schema + a {args.seconds:.0f}s workload (inserts, updates, deletes, one ALTER TABLE)"
+            )
+            for ddl in SCHEMA:
+                db.execute(ddl)
+            work = Workload(db, args.seconds)
+            threading.Thread(target=work.run, daemon=True).start()
+            applied = 0
+            seen: set[int] = set()
+            deadline = None
+            last_captured = -1
+            while True:
+                time.sleep(2)
+                for p in query.recentProgress:
+                    if p["batchId"] not in seen:
+                        seen.add(p["batchId"])
+                        applied += p["numInputRows"]
+                m = scrape(metrics)
+                captured = int(m.get("canal_instance_put_rows", 0))
+                lag = m.get("pycanal_instance_replication_lag_seconds", 0.0)
+                say(
+                    f"   written {work.rows:>7,}  captured {captured:>7,}  applied {applied:>7,}  "
+                    f"lag {lag:4.1f}s{'  (ALTER TABLE done)' if work.altered else ''}"
+                )
+                if query.exception() is not None:
+                    raise RuntimeError(f"the Spark query failed: {query.exception()}")
+                if work.done.is_set():
+                    if work.error is not None:
+                        raise work.error
+                    deadline = deadline or time.monotonic() + 120
+                    # Done when the server captured nothing new since the last poll and Spark
+                    # applied every captured row change (its rows also count the DDL statements).
+                    if captured == last_captured and applied >= captured:
+                        break
+                    last_captured = captured
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("Spark did not catch up within 120 s")
+            query.stop()
+            say("5. source vs target, per table:")
+            ok = compare(db, lake)
+        finally:
+            if query is not None and query.isActive:
+                query.stop()
+            if spark is not None:
+                spark.stop()
+            server.terminate()
+            server.wait(timeout=30)
+    say("\n6. query the tables:")
+    say(
+        f"   change log (Parquet):   {lake}/changelog   (read through its commit markers: pycanal.spark.changelog)"
+    )
+    say(f"   current state (Delta):  {lake}/current/shop/<table>")
+    say("   Spark:   from pycanal.spark.current import read_current; read_current(spark, "
+        f"'{lake}', 'shop', 'orders').show()")  # fmt: skip
+    say(f"   DuckDB:  SELECT * FROM delta_scan('{lake}/current/shop/orders')")
+    say("   Python:  deltalake.DeltaTable(path).to_pandas()")
+    say("\nall tables equal" if ok else "\nTABLES DIFFER")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

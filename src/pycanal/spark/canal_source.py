@@ -1,0 +1,504 @@
+"""``format("canal")``: an exactly-once streaming Spark source reading a pycanal (or Canal) server.
+
+    from pycanal.spark import register
+    register(spark)
+    changes = (spark.readStream.format("canal")
+               .option("address", "127.0.0.1:11111").option("destination", "example")
+               .option("filter", "shop\\..*")
+               .load())
+
+Rows have ``pycanal.spark.rows.ROW_SCHEMA``. Options: ``address`` (host:port) or ``zkServers``
+(the ZooKeeper connect string: the server running the destination, as
+:meth:`~pycanal.client.ClusterConnector.running_server` finds it, again at every reconnect),
+``destination``, ``clientId`` (1001; one query per clientId), ``filter`` (Canal's table regex:
+the subscription's filter, applied to the rows too), ``batchSize`` (entries per micro-batch,
+8192), ``numPartitions`` (2), ``user``, ``password``, ``timezone`` (the server's TIMESTAMP zone,
+UTC), ``timeout`` (seconds to wait for a server to connect to, and for a replayed batch: 60).
+A micro-batch holds at most about half the server's store (``canal.instance.memory.buffer.size``,
+16384 entries by default): the previous batch stays unacked until Spark commits it.
+
+How it stays exactly once (Spark runs ``latestOffset``/``partitions``/``commit`` in one long-lived
+driver-side runner process, ``read`` in executors on a pickled reader):
+
+* The runner holds the :class:`~pycanal.client.SimpleConnector` and a queue of the entries it got
+  with ``get_without_ack``. An offset is the position of an entry, ``{"file", "pos", "k"}``: up
+  to and including the k-th entry at binlog (file, pos) (several entries share a position inside
+  a TRANSACTION_PAYLOAD event). A micro-batch ends on the last complete transaction in the queue.
+  A transaction longer than ``batchSize`` (or one the server stopped handing out: its store is
+  full) is cut between two positions; the offset then also carries ``txn`` and the ``gtid`` the
+  next batch's rows continue with.
+* ``partitions`` ships the serialized entries of (start, end] in the InputPartitions, cut at
+  positions into ``numPartitions`` parts of about equal bytes: executors never talk to the server.
+* ``commit(end)`` acks every server batch whose entries are all <= end, so the server cursor is
+  never past a batch Spark has not committed. After a driver crash a new runner reconnects (the
+  server hands out the unacked batches again), skips what is <= start and takes the entries up
+  to exactly ``end``: the replayed batch has the same rows.
+* Spark commits a batch only when it plans the next one. When the stream is idle (or the server's
+  store is full of uncommitted entries) the source asks for an empty micro-batch, the same
+  position with a new ``tick``, so that the last batch gets committed and acked.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
+
+from pycanal.binlog.canonical import is_ddl
+from pycanal.client import CanalClientError, ClusterConnector, Message, SimpleConnector
+from pycanal.parse.filter import TableFilter
+from pycanal.protocol import EntryProtocol_pb2 as pb
+
+from .rows import ROW_SCHEMA, EntryRows, to_record_batch
+
+__all__ = ["CanalDataSource", "CanalPartition", "CanalStreamReader"]
+
+log = logging.getLogger(__name__)
+
+_BATCH_ROWS = 8192  # rows per Arrow batch out of read()
+_MIN_PART_BYTES = 32 * 1024  # smaller parts are not worth a task
+_REPLAY_POLL = 0.2  # seconds a get waits while a replay waits for its end position
+_RETRY = 1.0  # seconds between connection attempts
+_IUD = frozenset({pb.INSERT, pb.UPDATE, pb.DELETE})
+_BINLOG_NAME = re.compile(r"(.*)\.(\d+)")
+# Before every position: the first batch starts at the server's cursor.
+INITIAL_OFFSET: dict[str, Any] = {"file": "", "pos": 0, "k": -1}
+
+Key = tuple[str, int, int, int]  # (file prefix, file number, pos, k): orders all entries
+
+
+def _key(file: str, pos: int, k: int) -> Key:
+    m = _BINLOG_NAME.fullmatch(file)
+    return (m.group(1), int(m.group(2)), pos, k) if m else (file, -1, pos, k)
+
+
+class _Queued(NamedTuple):
+    """One received entry and the stream state right after it."""
+
+    key: Key
+    file: str
+    pos: int
+    k: int
+    raw: bytes
+    boundary: bool  # a transaction (or a standalone entry) ends here
+    gtid: str | None  # EntryRows' GTID after this entry
+    txn: bool  # inside a transaction after this entry
+
+
+class _Offset(NamedTuple):
+    key: Key
+    gtid: str | None
+    txn: bool
+
+
+def _parse_offset(offset: Any, destination: str) -> _Offset:
+    try:
+        file, pos, k = offset["file"], offset["pos"], offset["k"]
+        gtid, txn = offset.get("gtid"), offset.get("txn", False)
+        if not (isinstance(file, str) and type(pos) is int and type(k) is int and isinstance(txn, bool)):
+            raise TypeError("file must be a string, pos and k integers")
+        if gtid is not None and not isinstance(gtid, str):
+            raise TypeError("gtid must be a string")
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"format('canal') destination {destination}: bad offset {offset!r}: {exc}") from None
+    return _Offset(_key(file, pos, k), gtid, txn)
+
+
+def _to_offset(e: _Queued) -> dict[str, Any]:
+    out: dict[str, Any] = {"file": e.file, "pos": e.pos, "k": e.k}
+    if e.gtid is not None:
+        out["gtid"] = e.gtid
+    if e.txn:
+        out["txn"] = True
+    return out
+
+
+def _show(key: Key) -> str:
+    prefix, seq, pos, k = key
+    file = f"{prefix}.{seq:06d}" if seq >= 0 else prefix
+    return f"{file}:{pos}#{k}" if file else "the server cursor"
+
+
+def _step(entry: pb.Entry, gtid: str | None, txn: bool) -> tuple[bool, str | None, bool]:
+    """(boundary, gtid, txn) after ``entry``; the GTID follows ``EntryRows`` exactly."""
+    kind = entry.entryType
+    if kind == pb.TRANSACTIONEND:
+        return True, None, False
+    if kind == pb.TRANSACTIONBEGIN:
+        return False, gtid, True
+    if kind == pb.GTIDLOG:
+        return False, pb.Pair.FromString(entry.storeValue).value or None, True
+    if kind == pb.ROWDATA:
+        h = entry.header
+        for prop in h.props:
+            if prop.key == "curtGtid":
+                gtid = prop.value or None
+        if h.eventType not in _IUD:
+            change = pb.RowChange.FromString(entry.storeValue)
+            if change.eventType not in _IUD and change.isDdl and is_ddl(change.sql):
+                return True, None, False
+    return not txn, gtid, txn
+
+
+class _Options(NamedTuple):
+    address: str
+    zk_servers: str
+    destination: str
+    client_id: int
+    filter: str
+    user: str
+    password: str
+    timezone: str
+    batch_size: int
+    num_partitions: int
+    timeout: float
+
+
+def _int(options: dict[str, str], name: str, default: int, high: int = 2**31 - 1) -> int:
+    raw = options.get(name.lower())
+    try:
+        value = int(raw) if raw is not None else default
+    except ValueError:
+        raise ValueError(f"format('canal'): option {name} must be an integer, got {raw!r}") from None
+    if not 1 <= value <= high:
+        raise ValueError(f"format('canal'): option {name} must be in 1..{high}, got {value}")
+    return value
+
+
+def _options(raw: Any) -> _Options:
+    options = {k.lower(): v for k, v in raw.items()}
+    address, zk_servers = options.get("address", ""), options.get("zkservers", "")
+    destination = options.get("destination")
+    if bool(address) == bool(zk_servers):
+        raise ValueError(
+            "format('canal') needs option address (host:port of the server) or zkServers, one of them"
+        )
+    if not destination:
+        raise ValueError("format('canal') needs option destination")
+    raw_timeout = options.get("timeout", "60")
+    try:
+        timeout = float(raw_timeout)
+    except ValueError:
+        raise ValueError(f"format('canal'): option timeout must be seconds, got {raw_timeout!r}") from None
+    return _Options(
+        address,
+        zk_servers,
+        destination,
+        _int(options, "clientId", 1001, 2**15 - 1),  # a Java short in Canal
+        options.get("filter", ""),
+        options.get("user", ""),
+        options.get("password", ""),
+        options.get("timezone", "UTC"),
+        _int(options, "batchSize", 8192),
+        _int(options, "numPartitions", 2),
+        timeout,
+    )
+
+
+class CanalPartition(InputPartition):
+    """Serialized entries of one part of a micro-batch and the GTID the part starts inside."""
+
+    def __init__(self, index: int, entries: list[bytes], gtid: str | None) -> None:
+        super().__init__(index)
+        self.entries = entries
+        self.gtid = gtid
+
+
+class _Feed:
+    """The runner's state: the connection, the entries after ``floor`` and the unacked batches."""
+
+    def __init__(self, opts: _Options) -> None:
+        self.opts = opts
+        self.cluster = ClusterConnector(opts.zk_servers, opts.destination) if opts.zk_servers else None
+        self.conn: SimpleConnector | None = None
+        self.entries: list[_Queued] = []
+        self.batches: deque[tuple[int, Key]] = deque()  # unacked server batches: (id, last entry)
+        self.floor = _Offset(_key("", 0, -1), None, False)
+        self.last: tuple[str, int, int] = ("", 0, -1)  # (file, pos, k) of the last entry received
+        self.stall: Key | None = None  # queue tail when the last plan found no transaction end
+
+    def where(self) -> str:
+        if self.conn is not None:
+            host, port = self.conn.address
+            at = f"{host}:{port}" + (f" (from zkServers {self.opts.zk_servers})" if self.cluster else "")
+        else:
+            at = self.opts.address or f"zkServers {self.opts.zk_servers}"
+        return f"format('canal') destination {self.opts.destination} at {at}"
+
+    @property
+    def connected(self) -> bool:
+        return self.conn is not None and self.conn.connected
+
+    # ------------------------------------------------------------------ connection
+    def connect(self, floor: _Offset) -> None:
+        """(Re)connect, retrying for ``timeout``: the server rolls back what was not acked and
+        hands it out again (from its cursor: the last ack)."""
+        self.disconnect()
+        self.entries.clear()
+        self.batches.clear()
+        self.last = ("", 0, -1)
+        self.stall = None
+        self.floor = floor
+        deadline = time.monotonic() + self.opts.timeout
+        while True:
+            try:
+                server = self.cluster.running_server() if self.cluster else self.opts.address
+                conn = SimpleConnector(
+                    server,
+                    self.opts.destination,
+                    self.opts.user,
+                    self.opts.password,
+                    client_id=self.opts.client_id,
+                )
+                conn.connect()  # rolls back every outstanding batch of this clientId
+                conn.subscribe(self.opts.filter)
+                self.conn = conn
+                return
+            except (CanalClientError, KazooException, KazooTimeoutError) as exc:
+                if time.monotonic() + _RETRY > deadline:
+                    raise RuntimeError(
+                        f"{self.where()}: no connection within {self.opts.timeout:g}s: {exc}"
+                    ) from exc
+                log.warning("%s: %s; connecting again in %gs", self.where(), exc, _RETRY)
+                time.sleep(_RETRY)
+
+    def disconnect(self) -> None:
+        if self.conn is not None:
+            self.conn.disconnect()
+
+    def close(self) -> None:
+        self.disconnect()
+        if self.cluster is not None:
+            self.cluster.disconnect()  # its ZooKeeper client
+
+    def sync(self, start: _Offset) -> None:
+        """Make the queue begin right after ``start``; reconnect when it no longer covers it."""
+        if not self.connected or start.key < self.floor.key:
+            self.connect(start)
+            return
+        drop = 0
+        while drop < len(self.entries) and self.entries[drop].key <= start.key:
+            drop += 1
+        if drop:
+            at = self.entries[drop - 1]
+            if at.key == start.key and (at.gtid, at.txn) != (start.gtid, start.txn):
+                raise RuntimeError(
+                    f"{self.where()}: the stream state at {_show(start.key)} is gtid={at.gtid} txn={at.txn}, "
+                    f"the offset says gtid={start.gtid} txn={start.txn}: the server's stream changed"
+                )
+            del self.entries[:drop]
+        self.floor = start
+
+    def fetch(self, timeout: float | None, want: int) -> bool:
+        """Get batches until the server has nothing more now or ``want`` entries are queued;
+        False when the last answer was empty. One reconnect on a broken connection."""
+        for attempt in (1, 2):
+            try:
+                assert self.conn is not None
+                while len(self.entries) < want:
+                    message = self.conn.get_without_ack(self.opts.batch_size, timeout)
+                    if message.id == -1:
+                        return False
+                    self.ingest(message)
+                return True
+            except CanalClientError as exc:
+                if attempt == 2:
+                    raise RuntimeError(f"{self.where()}: {exc}") from exc
+                log.warning("%s: %s; reconnecting", self.where(), exc)
+                self.connect(self.floor)
+        raise AssertionError("unreachable")
+
+    def ingest(self, message: Message) -> None:
+        file0, pos0, k = self.last
+        tail = self.entries[-1] if self.entries else None
+        gtid, txn = (tail.gtid, tail.txn) if tail else (self.floor.gtid, self.floor.txn)
+        floor = self.floor.key
+        key: Key = floor
+        for raw in message.raw_entries:
+            entry = pb.Entry.FromString(raw)
+            h = entry.header
+            file, pos = h.logfileName, h.logfileOffset
+            k = k + 1 if pos == pos0 and file == file0 else 0
+            file0, pos0 = file, pos
+            key = _key(file, pos, k)
+            if key <= floor:
+                continue  # handed out again after a reconnect: <= start, done already
+            boundary, gtid, txn = _step(entry, gtid, txn)
+            self.entries.append(_Queued(key, file, pos, k, raw, boundary, gtid, txn))
+        self.last = (file0, pos0, k)
+        self.batches.append((message.id, key))
+
+    # ------------------------------------------------------------------ planning
+    def plan_end(self, cap: int, drained: bool) -> _Queued | None:
+        """The last entry of the next micro-batch (None: no batch yet)."""
+        entries = self.entries
+        n = len(entries)
+        top = min(n, cap)
+        for i in range(top - 1, -1, -1):
+            if entries[i].boundary:
+                self.stall = None
+                return entries[i]
+        if n == 0:
+            return None
+        # No transaction ends within the cap. Cut one longer than the cap; and one the server
+        # stopped handing out twice in a row (its store is full of batches Spark has not
+        # committed yet: without a new micro-batch no commit comes).
+        stalled = drained and self.stall == entries[-1].key
+        self.stall = entries[-1].key if drained else None
+        if n <= cap and not stalled:
+            return None
+        for i in range(min(top, n - 1) - 1, -1, -1):  # the last position change within the cap
+            if entries[i + 1].pos != entries[i].pos or entries[i + 1].file != entries[i].file:
+                return entries[i]
+        for i in range(top, n - 1):  # one position has more than ``cap`` entries: take them all
+            if entries[i + 1].pos != entries[i].pos or entries[i + 1].file != entries[i].file:
+                return entries[i]
+        return None
+
+    def take(self, start: _Offset, end: _Offset) -> list[_Queued]:
+        """The entries in (start, end], fetching them again when this runner does not have them."""
+        self.sync(start)
+        deadline = time.monotonic() + self.opts.timeout
+        while not self.entries or self.entries[-1].key < end.key:
+            if time.monotonic() > deadline:
+                got = _show(self.entries[-1].key) if self.entries else "nothing after the start"
+                raise RuntimeError(
+                    f"{self.where()}: micro-batch ({_show(start.key)}, {_show(end.key)}] cannot be read "
+                    f"again: the server handed out up to {got} within {self.opts.timeout:g}s "
+                    "(was the server's cursor moved, or its binlog purged?)"
+                )
+            self.fetch(_REPLAY_POLL, len(self.entries) + 1)
+        n = 0
+        while self.entries[n].key < end.key:
+            n += 1
+        last = self.entries[n]
+        if last.key != end.key or (last.gtid, last.txn) != (end.gtid, end.txn):
+            raise RuntimeError(
+                f"{self.where()}: micro-batch ({_show(start.key)}, {_show(end.key)}] does not match the "
+                f"server's stream: its entry there is {_show(last.key)} gtid={last.gtid} txn={last.txn}"
+            )
+        return self.entries[: n + 1]
+
+    def ack(self, end: Key) -> None:
+        """Ack every server batch whose entries are all <= ``end`` (in order, as Canal wants)."""
+        try:
+            assert self.conn is not None
+            while self.batches and self.batches[0][1] <= end:
+                self.conn.ack(self.batches[0][0])
+                self.batches.popleft()
+        except CanalClientError as exc:
+            # Not acked: the server hands the batches out again after the reconnect, skipped then.
+            log.warning("%s: ack failed: %s", self.where(), exc)
+
+
+def _split(entries: list[_Queued], parts: int) -> list[int]:
+    """Indexes where parts 2.. start: position changes, about equal bytes per part."""
+    sizes = [len(e.raw) for e in entries]
+    total = sum(sizes)
+    parts = max(1, min(parts, total // _MIN_PART_BYTES))
+    cuts: list[int] = []
+    done = 0
+    for i in range(1, len(entries)):
+        done += sizes[i - 1]
+        if len(cuts) + 1 >= parts:
+            break
+        prev, e = entries[i - 1], entries[i]
+        if done >= total * (len(cuts) + 1) / parts and (e.pos != prev.pos or e.file != prev.file):
+            cuts.append(i)
+    return cuts
+
+
+class CanalStreamReader(DataSourceStreamReader):
+    """See the module docstring. The connection is made on first use, in the runner process only:
+    the instances Spark pickles for ``read`` carry the options alone."""
+
+    def __init__(self, options: Any) -> None:
+        self.opts = _options(options)
+        self.accepts = TableFilter(self.opts.filter) if self.opts.filter else None
+        self._feed: _Feed | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"opts": self.opts, "accepts": self.accepts, "_feed": None}
+
+    def _runner(self) -> _Feed:
+        if self._feed is None:
+            self._feed = _Feed(self.opts)
+        return self._feed
+
+    def _offset(self, offset: Any) -> _Offset:
+        return _parse_offset(offset, self.opts.destination)
+
+    def initialOffset(self) -> dict[str, Any]:
+        return dict(INITIAL_OFFSET)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        if not isinstance(limit, ReadAllAvailable):
+            raise ValueError(f"format('canal') supports no read limit but batchSize, got {limit!r}")
+        feed = self._runner()
+        feed.sync(self._offset(start))
+        more = feed.fetch(None, self.opts.batch_size + 1)
+        end = feed.plan_end(self.opts.batch_size, drained=not more)
+        if end is not None:
+            return _to_offset(end)
+        if not more and feed.batches and feed.batches[0][1] <= feed.floor.key:
+            # Only Spark's commit of the last batch can free the server now, and Spark commits it
+            # when it plans the next one: an empty micro-batch (the same position, a new tick).
+            return {**start, "tick": int(start.get("tick", 0)) + 1}
+        return start
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[CanalPartition]:
+        first, last = self._offset(start), self._offset(end)
+        if last.key <= first.key:
+            return []
+        entries = self._runner().take(first, last)
+        bounds = [0, *_split(entries, self.opts.num_partitions), len(entries)]
+        out = []
+        for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+            gtid = entries[a - 1].gtid if a else first.gtid
+            out.append(CanalPartition(i, [e.raw for e in entries[a:b]], gtid))
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, CanalPartition)
+        rows = EntryRows(accepts=self.accepts, timezone=self.opts.timezone, gtid=partition.gtid)
+        batch = []
+        for row in rows.rows(partition.entries):
+            batch.append(row)
+            if len(batch) == _BATCH_ROWS:
+                yield to_record_batch(batch)
+                batch = []
+        if batch:
+            yield to_record_batch(batch)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        if self._feed is not None and self._feed.connected:
+            self._feed.ack(self._offset(end).key)
+
+    def stop(self) -> None:
+        """Disconnect. Spark may end the runner without calling this: its exit closes the
+        socket just the same, and the next runner's connect rolls back what was not acked."""
+        if self._feed is not None:
+            self._feed.close()
+
+
+class CanalDataSource(DataSource):
+    """The ``canal`` streaming source (see the module docstring)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "canal"
+
+    def schema(self) -> str:
+        return ROW_SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return CanalStreamReader(self.options)
