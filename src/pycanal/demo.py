@@ -18,7 +18,6 @@ Run with ``make demo`` (or ``python -m pycanal.demo [--seconds 30]``). It
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -30,10 +29,10 @@ import threading
 import time
 import urllib.request
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from .spark.job import spark_session, start_pipeline
 from .testing._process import free_port
 from .testing.mariadb import PrivateMariaDB
 
@@ -142,66 +141,21 @@ class Workload:
 
 
 # ----------------------------------------------------------------------------- comparison
-def _norm(v: Any) -> Any:
-    """One form for a value read from MariaDB (PyMySQL) or from a Delta table (pyarrow)."""
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, Decimal):
-        return format(v.normalize(), "f")
-    if isinstance(v, datetime):
-        if v.tzinfo is not None:
-            v = v.astimezone(UTC).replace(tzinfo=None)
-        return v.isoformat()
-    if isinstance(v, set | frozenset | list | tuple):
-        return sorted(str(x) for x in v)
-    if isinstance(v, bytes):
-        return v.hex()
-    if isinstance(v, str) and v[:1] in "{[":
-        try:
-            return json.dumps(json.loads(v), sort_keys=True)
-        except ValueError:
-            return v
-    return v
-
-
-def _digest(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    h = hashlib.sha256()
-    for row in rows:
-        h.update(json.dumps([_norm(row[c]) for c in columns], ensure_ascii=False, default=str).encode())
-    return h.hexdigest()[:16]
-
-
 def compare(db: PrivateMariaDB, lake: Path) -> bool:
-    from deltalake import DeltaTable
-
-    from .spark.current import table_path
+    from .spark.check import compare_table
 
     ok = True
     say(
         f"\n{'table':<12} {'source rows':>11} {'target rows':>11}  {'source checksum':<16}  {'target checksum':<16}"
     )
-    with db.root_connection("shop") as conn, conn.cursor() as cur:
-        cur.execute("SET time_zone = '+00:00'")
+    with db.root_connection("shop") as conn:
         for table, key in TABLES.items():
-            cur.execute(f"SELECT * FROM {table} ORDER BY {key}")
-            columns = [d[0] for d in cur.description]
-            source = [dict(zip(columns, r, strict=True)) for r in cur.fetchall()]
-            for row in source:
-                if table == "products" and row["tags"] is not None and isinstance(row["tags"], str):
-                    row["tags"] = [t for t in row["tags"].split(",") if t]
-            target = DeltaTable(str(table_path(lake, "shop", table))).to_pyarrow_table().to_pylist()
-            target.sort(key=lambda r: r[key])
-            same_cols = all(set(columns) <= set(r) for r in target)
-            s_sum, t_sum = (
-                _digest(source, columns),
-                _digest(target, columns) if same_cols else "columns differ",
-            )
-            equal = len(source) == len(target) and s_sum == t_sum
-            ok &= equal
+            c = compare_table(conn, lake, "shop", table, key)
+            ok &= c.equal
+            verdict = "OK" if c.equal else f"DIFFERENT: {c.first_difference}"
             say(
-                f"{table:<12} {len(source):>11,} {len(target):>11,}  {s_sum:<16}  {t_sum:<16}  {'OK' if equal else 'DIFFERENT'}"
+                f"{table:<12} {c.source_rows:>11,} {c.target_rows:>11,}  {c.source_digest:<16}  "
+                f"{c.target_digest:<16}  {verdict}"
             )
     return ok
 
@@ -252,29 +206,6 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
-def spark_session(local_dir: Path) -> Any:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    from .spark import register
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("pycanal-demo")
-        .config("spark.driver.memory", "2g")
-        .config("spark.local.dir", str(local_dir))
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="pycanal's end-to-end demo")
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the workload runs")
@@ -295,23 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             say("3. starting Spark (local[2]) and the stream format('canal') -> apply_changes ...")
             t0 = time.monotonic()
-            spark = spark_session((ROOT / "spark-tmp").resolve())
-            from .spark.apply import ChangeApplier
-
-            stream = (
-                spark.readStream.format("canal")
-                .option("address", f"127.0.0.1:{port}")
-                .option("destination", "example")
-                .option("clientId", "1001")
-                .option("filter", "shop\\..*")
-                .load()
-            )
-            query = (
-                stream.writeStream.foreachBatch(ChangeApplier(lake, zero_dates="null"))
-                .option("checkpointLocation", str(lake / "_checkpoint"))
-                .trigger(processingTime="1 second")
-                .start()
-            )
+            spark = spark_session((ROOT / "spark-tmp").resolve(), "pycanal-demo")
+            query = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", filter="shop\\..*")
             say(f"   Spark ready in {time.monotonic() - t0:.0f}s")
             say(
                 f"4. shop schema + a {args.seconds:.0f}s workload (inserts, updates, deletes, one ALTER TABLE)"

@@ -1,0 +1,107 @@
+"""Source vs target: a MySQL/MariaDB table against its current-state Delta table.
+
+:func:`compare_table` reads both sides in key order and normalizes every value to one form
+(DECIMAL as exact text, temporal values as ISO text in UTC, SET as a sorted list, JSON re-dumped
+with sorted keys, binary as hex) before hashing: equal digests mean equal values, row by row.
+The source is read with ``time_zone = '+00:00'`` so TIMESTAMPs compare in UTC.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+__all__ = ["TableCheck", "compare_table", "normalize"]
+
+
+def normalize(v: Any) -> Any:
+    """One form for a value read from MariaDB (PyMySQL) or from a Delta table (pyarrow)."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, Decimal):
+        return format(v.normalize(), "f")
+    if isinstance(v, datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(UTC).replace(tzinfo=None)
+        return v.isoformat()
+    if isinstance(v, set | frozenset | list | tuple):
+        return sorted(str(x) for x in v)
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, str) and v[:1] in "{[":
+        try:
+            return json.dumps(json.loads(v), sort_keys=True)
+        except ValueError:
+            return v
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class TableCheck:
+    table: str
+    source_rows: int
+    target_rows: int
+    source_digest: str
+    target_digest: str
+    first_difference: str | None
+
+    @property
+    def equal(self) -> bool:
+        return self.first_difference is None
+
+
+def _rows(rows: list[dict[str, Any]], columns: list[str]) -> list[list[Any]]:
+    return [[normalize(r.get(c)) for c in columns] for r in rows]
+
+
+def _digest(rows: list[list[Any]]) -> str:
+    h = hashlib.sha256()
+    for row in rows:
+        h.update(json.dumps(row, ensure_ascii=False, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def compare_table(conn: Any, lake: str | Path, database: str, table: str, key: str) -> TableCheck:
+    """``database.table`` on ``conn`` (PyMySQL) against its current-state table under ``lake``.
+    SET columns come from PyMySQL as text (``a,b``) and are split; the target holds lists."""
+    from deltalake import DeltaTable
+
+    from .current import table_path
+
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS"
+            " WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND DATA_TYPE = 'set'",
+            (database, table),
+        )
+        sets = {r[0] for r in cur.fetchall()}
+        cur.execute("SET time_zone = '+00:00'")
+        cur.execute(f"SELECT * FROM `{database}`.`{table}` ORDER BY `{key}`")
+        columns = [d[0] for d in cur.description]
+        source = [dict(zip(columns, r, strict=True)) for r in cur.fetchall()]
+    for row in source:
+        for c in sets & row.keys():
+            if isinstance(row[c], str):
+                row[c] = [t for t in row[c].split(",") if t]
+    target = DeltaTable(str(table_path(lake, database, table))).to_pyarrow_table().to_pylist()
+    target.sort(key=lambda r: r[key])
+    a, b = _rows(source, columns), _rows(target, columns)
+    diff = None
+    if len(a) != len(b):
+        diff = f"{len(a)} source rows, {len(b)} target rows"
+    else:
+        for x, y in zip(a, b, strict=True):
+            if x != y:
+                diff = f"source {x} != target {y}"
+                break
+    missing = [c for c in columns if target and c not in target[0]]
+    if missing and diff is None:
+        diff = f"target lacks columns {missing}"
+    return TableCheck(table, len(a), len(b), _digest(a), _digest(b), diff)

@@ -1,0 +1,122 @@
+"""The streaming job: a pycanal (or Canal) server's changes applied to a lake, exactly once.
+
+    python -m pycanal.spark.job --address 127.0.0.1:11111 --destination example --lake /lake/shop
+
+is ``spark.readStream.format("canal") -> foreachBatch(ChangeApplier)`` with the checkpoint under
+``<lake>/_checkpoint``: killed at any moment (SIGKILL included) and started again, it resumes
+from its checkpoint and the server's cursor, and the tables end up as if it never stopped.
+SIGTERM/SIGINT stop the query cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["spark_session", "start_pipeline"]
+
+
+def spark_session(local_dir: str | Path, app: str = "pycanal") -> Any:
+    """A local[2] SparkSession with the settings measured on this kind of machine
+    (/work/shared/research/spark.md) and pycanal's sources registered."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need this venv (pyarrow, pycanal)
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from . import register
+
+    Path(local_dir).mkdir(parents=True, exist_ok=True)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.driver.memory", "2g")
+        .config("spark.local.dir", str(local_dir))
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def start_pipeline(
+    spark: Any,
+    lake: str | Path,
+    *,
+    address: str | None = None,
+    zk_servers: str | None = None,
+    destination: str = "example",
+    client_id: int = 1001,
+    filter: str = "",
+    user: str = "",
+    password: str = "",
+    trigger: str = "1 second",
+    zero_dates: str = "null",
+) -> Any:
+    """Start the query; returns the ``StreamingQuery``."""
+    from .apply import ChangeApplier
+
+    lake = Path(lake).resolve()
+    reader = spark.readStream.format("canal").option("destination", destination)
+    reader = reader.option("clientId", str(client_id)).option("filter", filter)
+    if address:
+        reader = reader.option("address", address)
+    if zk_servers:
+        reader = reader.option("zkServers", zk_servers)
+    if user:
+        reader = reader.option("user", user).option("password", password)
+    return (
+        reader.load()
+        .writeStream.foreachBatch(ChangeApplier(lake, zero_dates=zero_dates))
+        .option("checkpointLocation", str(lake / "_checkpoint"))
+        .trigger(processingTime=trigger)
+        .start()
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--address", help="the server, HOST:PORT")
+    ap.add_argument("--zk-servers", help="ZooKeeper connect string (cluster discovery)")
+    ap.add_argument("--destination", default="example")
+    ap.add_argument("--client-id", type=int, default=1001)
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--lake", required=True, help="target directory (change log, Delta tables, checkpoint)")
+    ap.add_argument("--trigger", default="1 second")
+    args = ap.parse_args(argv)
+    if not args.address and not args.zk_servers:
+        ap.error("give --address or --zk-servers")
+    spark = spark_session(Path(args.lake) / "_spark-tmp", "pycanal-job")
+    query = start_pipeline(
+        spark,
+        args.lake,
+        address=args.address,
+        zk_servers=args.zk_servers,
+        destination=args.destination,
+        client_id=args.client_id,
+        filter=args.filter,
+        trigger=args.trigger,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"pycanal job: streaming {args.destination} into {args.lake}", flush=True)
+    while not stop.wait(0.5):
+        if query.exception() is not None:
+            print(f"pycanal job: the query failed: {query.exception()}", file=sys.stderr, flush=True)
+            return 1
+    query.stop()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,151 @@
+"""Issue 6's end-to-end test: a random shop workload with DDL streams from the private MariaDB
+through a pycanal server into the lake (``python -m pycanal.spark.job``, its own driver process);
+the driver is SIGKILLed mid-stream (its whole process group: Python, JVM, workers) and started
+again from its checkpoint. At the end every table equals its source value by value, and the
+change log holds every row change of the binlog exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pycanal.binlog.reader import read_events
+from pycanal.demo import SCHEMA, TABLES, Workload
+from pycanal.instance import CanalInstance
+from pycanal.meta import MemoryMetaManager
+from pycanal.parse.filter import TableFilter
+from pycanal.parse.position import EntryPosition
+from pycanal.server import CanalServerWithEmbedded
+from pycanal.server.tcp import CanalTcpServer
+from pycanal.spark.changelog import change_log_files
+from pycanal.spark.check import compare_table
+from pycanal.spark.rows import EventRows
+from pycanal.testing import PrivateMariaDB
+
+pytestmark = pytest.mark.mariadb
+
+
+@pytest.fixture(scope="module")
+def db() -> Iterator[PrivateMariaDB]:
+    with PrivateMariaDB(server_id=52, binlog_row_metadata="FULL") as server:
+        yield server
+
+
+def start_job(lake: Path, port: int, log: Path) -> subprocess.Popen:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pycanal.spark.job", "--address", f"127.0.0.1:{port}"]
+            + [
+                "--destination",
+                "shop",
+                "--filter",
+                "shop\\..*",
+                "--lake",
+                str(lake),
+                "--trigger",
+                "500 milliseconds",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the JVM and the workers die with it
+        )
+
+
+def commits(lake: Path) -> int:
+    d = lake / "changelog" / "_pycanal_commits"
+    return len(list(d.glob("*.json"))) if d.is_dir() else 0
+
+
+def changelog_positions(lake: Path) -> list[tuple]:
+    out = []
+    for f in change_log_files(lake):
+        t = pq.read_table(f, columns=["op", "position"])
+        out += [
+            (r["op"], r["position"]["file"], r["position"]["offset"], r["position"]["row"])
+            for r in t.to_pylist()
+        ]
+    return out
+
+
+def binlog_positions(db: PrivateMariaDB, start: tuple[str, int]) -> list[tuple]:
+    db.flush_binary_logs()
+    names = [p.name for p in db.binlog_files()]
+    files = [db.binlog_dir / n for n in names[names.index(start[0]) : -1]]
+
+    def events():
+        for path in files:
+            yield from read_events(path, start_position=start[1] if path.name == start[0] else None)
+
+    return [
+        (r.op, r.position.file, r.position.offset, r.position.row)
+        for r in EventRows(accepts=TableFilter("shop\\..*")).rows(events())
+    ]
+
+
+def test_driver_sigkill_exactly_once(db: PrivateMariaDB, tmp_path: Path) -> None:
+    start = db.current_binlog()
+    server = CanalServerWithEmbedded()
+    parser = {
+        "master_address": (db.host, db.port),
+        "username": db.repl_user,
+        "password": db.repl_password,
+        "master_position": EntryPosition(*start),
+        "filter": "shop\\..*",
+    }
+    server.add_instance(
+        CanalInstance("shop", parser, store={"buffer_size": 16384}, meta_manager=MemoryMetaManager())
+    )
+    tcp = CanalTcpServer(server).start()
+    lake = tmp_path / "lake"
+    log = tmp_path / "job.log"
+    job = start_job(lake, tcp.port, log)
+    try:
+        for ddl in SCHEMA:
+            db.execute(ddl)
+        work = Workload(db, seconds=20)
+        writer = threading.Thread(target=work.run)
+        writer.start()
+        deadline = time.monotonic() + 120
+        while commits(lake) < 3:  # a few batches applied, the stream well under way
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        killed_at = commits(lake)
+        time.sleep(2)  # the workload goes on while no driver runs
+        job = start_job(lake, tcp.port, log)
+        writer.join()
+        assert work.error is None, work.error
+        expected = binlog_positions(db, start)
+        deadline = time.monotonic() + 180
+        while len(changelog_positions(lake)) < len(expected):
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(1)
+        got = changelog_positions(lake)
+        assert len(got) == len(set(got)), "a change appears twice in the change log"
+        assert sorted(got) == sorted(expected), "the change log lost or invented a change"
+        assert commits(lake) > killed_at
+        with db.root_connection("shop") as conn:
+            for table, key in TABLES.items():
+                check = compare_table(conn, lake, "shop", table, key)
+                assert check.equal, f"{table}: {check.first_difference}"
+                assert check.source_rows > 0
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGTERM)
+            try:
+                job.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+        tcp.stop()
+        server.stop()
