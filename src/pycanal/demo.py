@@ -37,6 +37,7 @@ from .testing._process import free_port
 from .testing.mariadb import PrivateMariaDB
 
 ROOT = Path("var/demo")
+CONF = Path(__file__).resolve().parents[2] / "conf"  # the repository's shipped conf/
 TABLES = {"customers": "id", "products": "id", "orders": "id", "order_items": "id"}
 SCHEMA = [
     "CREATE DATABASE shop",
@@ -161,7 +162,9 @@ def compare(db: PrivateMariaDB, lake: Path) -> bool:
 
 
 # ----------------------------------------------------------------------------- processes
-def start_server(db: PrivateMariaDB, start: tuple[str, int], port: int, metrics: int) -> subprocess.Popen:
+def start_server(
+    db: PrivateMariaDB, start: tuple[str, int], port: int, metrics: int, conf: Path
+) -> subprocess.Popen:
     env = dict(
         os.environ,
         CANAL_IP="127.0.0.1",
@@ -177,7 +180,7 @@ def start_server(db: PrivateMariaDB, start: tuple[str, int], port: int, metrics:
     )
     log = (ROOT / "server.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pycanal.cli", "server", "--conf", "conf", "--log-level", "WARNING"],
+        [sys.executable, "-m", "pycanal.cli", "server", "--conf", str(conf), "--log-level", "WARNING"],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
@@ -209,7 +212,10 @@ def scrape(port: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="pycanal's end-to-end demo")
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the workload runs")
+    ap.add_argument("--conf", type=Path, default=CONF, help="the Canal conf dir (default: the shipped conf/)")
     args = ap.parse_args(argv)
+    if not (args.conf / "canal.properties").is_file():
+        ap.error(f"{args.conf} has no canal.properties")
     if ROOT.exists():
         shutil.rmtree(ROOT)
     (ROOT / "spark-tmp").mkdir(parents=True)
@@ -221,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         start = db.current_binlog()
         port, metrics = free_port(), free_port()
         say(f"2. starting `pycanal server --conf conf` (TCP 127.0.0.1:{port}, metrics :{metrics}) ...")
-        server = start_server(db, start, port, metrics)
+        server = start_server(db, start, port, metrics, args.conf)
         query = spark = None
         try:
             say("3. starting Spark (local[2]) and the stream format('canal') -> apply_changes ...")
