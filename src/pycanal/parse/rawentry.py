@@ -693,32 +693,44 @@ class RawEntryConverter:
         return code
 
     def _rows(self, e: ev.RowsEvent, pos: int, size: int) -> bytes:
+        code = self._code(e)
+        nrows, change = self._change(e, code)
+        self.rows_converted += nrows
+        head, tail = self._header(e, pos, size, code)
+        return entry_bytes(head, nrows, tail, change)
+
+    def _code(self, e: ev.RowsEvent) -> _TableCode:
         tm = e.table_map
         if tm is None:
             raise TableIdNotFoundError(e.table_id, e.file, e.pos)
-        code = self._table(tm)
-        kind = e.kind
-        # RowChange: tableId (1), eventType (2), isDdl (10), rowDatas (12)
-        parts = [_field_int(0x08, e.table_id), code.change_head[kind]]
-        nrows = -1
+        return self._table(tm)
+
+    def _change(self, e: ev.RowsEvent, code: _TableCode) -> tuple[int, bytes]:
+        """(row count, RowChange bytes): the fused path if it takes the event, else the values."""
         if self.fused:
             source = _row_source(e)
             if source is not None:
                 fused = code.fused_encoder(e, source[0])
                 if fused is not None:
+                    parts = [change_head(code, e.kind, e.table_id)]
                     try:
                         nrows = fused(source[1], parts)
-                        self.fused_events += 1
                     except Exception:  # bad row data: the decoder reports it (or decodes it)
-                        del parts[2:]
-                        nrows = -1
-        if nrows < 0:
-            rows = e.rows
-            code.encode_rows(kind, rows, parts)
-            nrows = len(rows)
-        self.rows_converted += nrows
-        change = b"".join(parts)
+                        pass
+                    else:
+                        self.fused_events += 1
+                        return nrows, b"".join(parts)
+        return value_change(e, code)
 
+    def _header(self, e: ev.RowsEvent, pos: int, size: int, code: _TableCode) -> tuple[bytes, bytes]:
+        """The Header's bytes before its ``rowsCount`` prop and after it (the gtid field)."""
+        file_head, props, gtid = self._header_state(e)
+        return header_head(file_head, props, code, e.kind, pos, size, e.server_id, e.timestamp), gtid
+
+    def _header_state(self, e: ev.Event) -> tuple[bytes, bytes, bytes]:
+        """The Header fields that follow the file and GTID state: version and logfileName, the
+        ``curtGtid*`` props, gtid. The same objects while the state stays (``pycanal.parse.pool``
+        ships them once per change)."""
         if e.file != self._file:
             self._file = e.file
             self._file_head = b"\x08\x01" + _field_string(0x12, e.file)  # version (1), logfileName (2)
@@ -726,33 +738,57 @@ class RawEntryConverter:
         gtid_key = (tuple(conv.gtid_props), conv.gtid_text)
         if gtid_key != self._gtid_key:
             props = b"".join(_field_bytes(0x62, _pair(k, v)) for k, v in conv.gtid_props)
-            self._gtid_tail = (props, _field_string(0x6A, conv.gtid_text))
+            self._gtid_tail = (props, _field_string(0x6A, conv.gtid_text))  # props (12), gtid (13)
             self._gtid_key = gtid_key
-        props, gtid = self._gtid_tail
-        header = b"".join(
-            (
-                self._file_head,
-                _field_int(0x18, pos),  # logfileOffset (3)
-                _field_int(0x20, e.server_id),  # serverId (4)
-                b"\x2a\x05UTF-8",  # serverenCode (5)
-                _field_int(0x30, e.timestamp * 1000),  # executeTime (6)
-                b"\x38\x02",  # sourceType (7) MYSQL
-                code.header_table,  # schemaName (8), tableName (9)
-                _field_int(0x50, size),  # eventLength (10)
-                code.header_event_type[kind],  # eventType (11)
-                props,  # props (12): curtGtid*
-                _field_bytes(0x62, _pair("rowsCount", str(nrows))) if nrows > 0 else b"",
-                gtid,  # gtid (13)
-            )
+        return self._file_head, *self._gtid_tail
+
+
+def header_head(
+    file_head: bytes,
+    props: bytes,
+    code: _TableCode,
+    kind: str,
+    pos: int,
+    size: int,
+    server_id: int,
+    timestamp: int,
+) -> bytes:
+    """A rows entry's Header up to its ``rowsCount`` prop (``_header_state`` gives the state)."""
+    return b"".join(
+        (
+            file_head,  # version (1), logfileName (2)
+            _field_int(0x18, pos),  # logfileOffset (3)
+            _field_int(0x20, server_id),  # serverId (4)
+            b"\x2a\x05UTF-8",  # serverenCode (5)
+            _field_int(0x30, timestamp * 1000),  # executeTime (6)
+            b"\x38\x02",  # sourceType (7) MYSQL
+            code.header_table,  # schemaName (8), tableName (9)
+            _field_int(0x50, size),  # eventLength (10)
+            code.header_event_type[kind],  # eventType (11)
+            props,  # props (12): curtGtid*
         )
-        # Entry: header (1), entryType (2) ROWDATA, storeValue (3)
-        return b"".join(
-            (
-                b"\x0a",
-                encode_varint(len(header)),
-                header,
-                b"\x10\x02\x1a",
-                encode_varint(len(change)),
-                change,
-            )
-        )
+    )
+
+
+def change_head(code: _TableCode, kind: str, table_id: int) -> bytes:
+    """RowChange fields in front of ``rowDatas``: tableId (1), eventType (2), isDdl (10)."""
+    return _field_int(0x08, table_id) + code.change_head[kind]
+
+
+def value_change(e: ev.RowsEvent, code: _TableCode) -> tuple[int, bytes]:
+    """(row count, RowChange bytes) from the decoded rows (raises the decoder's errors)."""
+    rows = e.rows
+    parts = [change_head(code, e.kind, e.table_id)]
+    code.encode_rows(e.kind, rows, parts)
+    return len(rows), b"".join(parts)
+
+
+def entry_bytes(head: bytes, nrows: int, tail: bytes, change: bytes) -> bytes:
+    """A ROWDATA Entry from ``RawEntryConverter._header``'s parts, the row count (the Header's
+    ``rowsCount`` prop, left out for none) and the RowChange bytes."""
+    count = _field_bytes(0x62, _pair("rowsCount", str(nrows))) if nrows > 0 else b""
+    header = b"".join((head, count, tail))
+    # Entry: header (1), entryType (2) ROWDATA, storeValue (3)
+    return b"".join(
+        (b"\x0a", encode_varint(len(header)), header, b"\x10\x02\x1a", encode_varint(len(change)), change)
+    )
