@@ -75,12 +75,25 @@ def test_server_and_tail(db: PrivateMariaDB, tmp_path: Path) -> None:
     write_conf(conf, db, port, metrics, start)
     log = tmp_path / "server.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([*PYCANAL, "server", "--conf", str(conf)], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [*PYCANAL, "server", "--conf", str(conf)], stdout=out, stderr=subprocess.STDOUT
+        )
     try:
         wait_listening(port, proc, log)
         addr = f"127.0.0.1:{port}"
         bad = subprocess.run(
-            [*PYCANAL, "tail", "--address", addr, "--destination", "shop", "--user", "canal", "--password", "no"],
+            [
+                *PYCANAL,
+                "tail",
+                "--address",
+                addr,
+                "--destination",
+                "shop",
+                "--user",
+                "canal",
+                "--password",
+                "no",
+            ],
             capture_output=True,
             text=True,
             timeout=60,

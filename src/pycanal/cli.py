@@ -205,7 +205,8 @@ def server(
     conf: Annotated[Path, typer.Option("--conf", help="Canal conf dir (canal.properties + <dest>/).")],
     log_level: Annotated[str, typer.Option("--log-level", help="Logging level.")] = "INFO",
     zk_session_timeout: Annotated[
-        float, typer.Option("--zk-session-timeout", help="ZooKeeper session timeout (s) with canal.zkServers.")
+        float,
+        typer.Option("--zk-session-timeout", help="ZooKeeper session timeout (s) with canal.zkServers."),
     ] = 10.0,
 ) -> None:
     """Run a pycanal server: the instances of a Canal conf dir, Canal's TCP protocol on canal.port
