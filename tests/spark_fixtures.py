@@ -8,9 +8,7 @@ same session: it is built once per process and stopped when the test session end
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,30 +22,13 @@ _SESSION: list[Any] = []
 
 def _session() -> Any:
     if not _SESSION:
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need the venv (pyarrow, pycanal)
-        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-        from pyspark.sql import SparkSession
-
-        from pycanal.spark import register
+        from pycanal.spark.job import spark_session
 
         local_dir = tempfile.mkdtemp(prefix="pycanal-spark-")
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("pycanal-tests")
-            .config("spark.driver.memory", "2g")
-            .config("spark.local.dir", local_dir)
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            # Parquet files not written by Spark hold dates before 1582 in the proleptic calendar.
-            .config("spark.sql.parquet.datetimeRebaseModeInRead", "CORRECTED")
-            .config("spark.sql.parquet.int96RebaseModeInRead", "CORRECTED")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        register(spark)
+        spark = spark_session(local_dir, "pycanal-tests")
+        # Parquet files not written by Spark hold dates before 1582 in the proleptic calendar.
+        spark.conf.set("spark.sql.parquet.datetimeRebaseModeInRead", "CORRECTED")
+        spark.conf.set("spark.sql.parquet.int96RebaseModeInRead", "CORRECTED")
         _SESSION.extend([spark, local_dir])
     return _SESSION[0]
 

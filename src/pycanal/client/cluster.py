@@ -51,7 +51,7 @@ from pycanal.ha.paths import (
 from pycanal.meta.base import DEFAULT_CLIENT_ID
 
 from .running import ClientRunningMonitor
-from .simple import CanalClientError, Message, SimpleConnector
+from .simple import CanalClientError, Message, SimpleConnector, stream_messages
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -330,19 +330,4 @@ class ClusterConnector:
         """Non-empty batches, each acked when the next one is requested (after the caller's loop
         body finished with it), across failovers; when the loop ends early the unacked batch is
         rolled back. Empty answers are not yielded."""
-        pending: int | None = None
-        try:
-            while True:
-                message = self.get_without_ack(batch_size, timeout, unit)
-                if message.id == -1:
-                    continue
-                pending = message.id
-                yield message
-                self.ack(pending)
-                pending = None
-        finally:
-            if pending is not None and self.connected:
-                try:
-                    self.rollback()
-                except CanalClientError as exc:
-                    log.warning("%r: rollback of batch %d failed: %s; it comes again", self, pending, exc)
+        return stream_messages(self, batch_size, timeout, unit)

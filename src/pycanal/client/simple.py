@@ -273,22 +273,7 @@ class SimpleConnector:
         ``close()``) the unacked batch is rolled back, to be handed out again; wrap the iterator
         in ``contextlib.closing`` to have that happen at once rather than when it is collected.
         ``timeout`` is each GET's long-poll wait; empty answers are not yielded."""
-        pending: int | None = None
-        try:
-            while True:
-                message = self.get_without_ack(batch_size, timeout, unit)
-                if message.id == -1:
-                    continue
-                pending = message.id
-                yield message
-                self.ack(pending)
-                pending = None
-        finally:
-            if pending is not None and self.connected:
-                try:
-                    self.rollback()
-                except CanalClientError as exc:  # the server hands it out again after a reconnect
-                    log.warning("rollback of batch %d on %r failed: %s", pending, self, exc)
+        return stream_messages(self, batch_size, timeout, unit)
 
     # ------------------------------------------------------------------ I/O
     def _where(self) -> str:
@@ -375,3 +360,24 @@ def _wire_timeout(timeout: float, ordinal: int) -> tuple[int, int]:
         return int(timeout), ordinal
     ms = timeout * _UNIT_SECONDS[ordinal] * 1000
     return max(1, math.ceil(ms - 1e-9)), 2
+
+
+def stream_messages(connector: Any, batch_size: int, timeout: float, unit: str) -> Iterator[Message]:
+    """The ``stream()`` of both connectors: non-empty batches, each acked when the next one is
+    requested; the unacked one rolled back when the loop ends early."""
+    pending: int | None = None
+    try:
+        while True:
+            message = connector.get_without_ack(batch_size, timeout, unit)
+            if message.id == -1:
+                continue
+            pending = message.id
+            yield message
+            connector.ack(pending)
+            pending = None
+    finally:
+        if pending is not None and connector.connected:
+            try:
+                connector.rollback()
+            except CanalClientError as exc:  # the server hands it out again after a reconnect
+                log.warning("%r: rollback of batch %d failed: %s; it comes again", connector, pending, exc)

@@ -39,6 +39,7 @@ def spark_session(local_dir: str | Path, app: str = "pycanal") -> Any:
         .config("spark.local.dir", str(local_dir))
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )

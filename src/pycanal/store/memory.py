@@ -332,7 +332,7 @@ class MemoryEventStore:
         out: list[Event] = []
         append = out.append
         end = current
-        mem = 0
+        mem = rows = 0
         iso = self.ddl_isolation
         if not self.mem_size_mode:
             last = min(nxt + batch_size - 1, top)
@@ -342,10 +342,12 @@ class MemoryEventStore:
                     if not out:
                         append(ev)  # type: ignore[arg-type]
                         mem += ev.size  # type: ignore[union-attr]
+                        rows += ev.rows  # type: ignore[union-attr]
                         end = nxt
                     break
                 append(ev)  # type: ignore[arg-type]
                 mem += ev.size  # type: ignore[union-attr]
+                rows += ev.rows  # type: ignore[union-attr]
                 end = nxt
                 nxt += 1
         else:
@@ -356,10 +358,12 @@ class MemoryEventStore:
                     if not out:
                         append(ev)  # type: ignore[arg-type]
                         mem += ev.size  # type: ignore[union-attr]
+                        rows += ev.rows  # type: ignore[union-attr]
                         end = nxt
                     break
                 append(ev)  # type: ignore[arg-type]
                 mem += ev.size  # type: ignore[union-attr]
+                rows += ev.rows  # type: ignore[union-attr]
                 end = nxt
                 nxt += 1
         if not out:
@@ -373,7 +377,7 @@ class MemoryEventStore:
         rng = PositionRange(out[0].log_position(), out[-1].log_position(), ack, end)
         self.get_seq = end
         self.get_mem += mem
-        self.get_rows += sum(ev.rows for ev in out)
+        self.get_rows += rows
         self.get_time = out[-1].execute_time
         return Events(out, rng, mem)
 
