@@ -15,9 +15,11 @@ import dataclasses
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import workload
@@ -42,6 +44,7 @@ class Capture:
     files: list[Path]
     start: tuple[str, int]
     history: SchemaHistory  # started before the workload: the model there
+    entries: dict[str, list] = dataclasses.field(default_factory=dict)  # per configuration, made once
 
 
 @pytest.fixture(scope="module")
@@ -103,14 +106,28 @@ def event_rows(cap: Capture) -> list[ChangeRow]:
     return list(EventRows(accepts=only(cap)).rows(events(cap)))
 
 
-def entry_rows(cap: Capture, converter, history: SchemaHistory | None = None, **kw) -> list[ChangeRow]:
-    decoder = EventDecoder(table_meta=history.table_meta) if history is not None else None
+ENTRY_VARIANTS = ["index_utc", "label_kolkata", "gtid_mode_bytes", "history_declared_types"]
 
-    def entries() -> Iterator:
-        for e in events(cap, decoder, history):
-            yield from converter.convert(e)
 
-    return list(EntryRows(accepts=only(cap), **kw).rows(entries()))
+def configuration(cap: Capture, variant: str) -> tuple[Callable[[], Any], list]:
+    """(new row builder, its input) of one configuration: "events" or one of ``ENTRY_VARIANTS``."""
+    if variant == "events":
+        return (lambda: EventRows(accepts=only(cap))), list(events(cap))
+    kw: dict[str, Any] = {}
+    history = None
+    if variant == "index_utc":
+        converter: Any = EntryConverter()
+    elif variant == "label_kolkata":
+        converter = EntryConverter(enum_set="label", timezone="Asia/Kolkata")
+        kw["timezone"] = "Asia/Kolkata"
+    elif variant == "gtid_mode_bytes":
+        converter = RawEntryConverter(gtid_set=MariadbGtidSet())
+    else:
+        converter, history = EntryConverter(), cap.history  # the history follows the DDL: once only
+    if variant not in cap.entries:
+        decoder = EventDecoder(table_meta=history.table_meta) if history is not None else None
+        cap.entries[variant] = [en for e in events(cap, decoder, history) for en in converter.convert(e)]
+    return (lambda: EntryRows(accepts=only(cap), **kw)), cap.entries[variant]
 
 
 def test_rows_from_events_look_right(capture: Capture) -> None:
@@ -159,22 +176,11 @@ def test_rows_from_events_look_right(capture: Capture) -> None:
     assert batch.column("position").field("offset").to_pylist() == [r.position.offset for r in rows]
 
 
-@pytest.mark.parametrize(
-    "variant",
-    ["index_utc", "label_kolkata", "gtid_mode_bytes", "history_declared_types"],
-)
+@pytest.mark.parametrize("variant", ENTRY_VARIANTS)
 def test_rows_from_entries_equal_rows_from_events(capture: Capture, variant: str) -> None:
     expected = event_rows(capture)
-    if variant == "index_utc":
-        got = entry_rows(capture, EntryConverter())
-    elif variant == "label_kolkata":
-        got = entry_rows(
-            capture, EntryConverter(enum_set="label", timezone="Asia/Kolkata"), timezone="Asia/Kolkata"
-        )
-    elif variant == "gtid_mode_bytes":
-        got = entry_rows(capture, RawEntryConverter(gtid_set=MariadbGtidSet()))
-    else:
-        got = entry_rows(capture, EntryConverter(), capture.history)
+    new, entries = configuration(capture, variant)
+    got = list(new().rows(entries))
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         assert g == e, f"{g}\n!=\n{e}"
@@ -191,6 +197,21 @@ def test_entries_resume_inside_an_event(capture: Capture) -> None:
     head = list(first.rows(entries[:cut]))
     tail = list(EntryRows(accepts=only(capture), gtid=first.gtid, resume=first.resume).rows(entries[cut:]))
     assert head + tail == rows
+
+    first = EntryRows(accepts=only(capture))
+    batches = list(first.batches(entries[:cut], rows_per_batch=16))
+    batches += EntryRows(accepts=only(capture), gtid=first.gtid, resume=first.resume).batches(entries[cut:])
+    assert pa.Table.from_batches(batches).equals(pa.Table.from_batches([to_record_batch(rows)]))
+
+
+@pytest.mark.parametrize("variant", ["events", *ENTRY_VARIANTS])
+def test_batches_equal_the_rows(capture: Capture, variant: str) -> None:
+    """``batches()`` (cut inside events here) holds what ``to_record_batch`` makes of ``rows()``."""
+    new, source = configuration(capture, variant)
+    rows = list(new().rows(source))
+    batches = list(new().batches(source, rows_per_batch=7))
+    assert [b.num_rows for b in batches] == [min(7, len(rows) - i) for i in range(0, len(rows), 7)]
+    assert pa.Table.from_batches(batches).equals(pa.Table.from_batches([to_record_batch(rows)]))
 
 
 def test_no_column_names_is_an_error(capture: Capture) -> None:

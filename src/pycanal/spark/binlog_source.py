@@ -49,7 +49,7 @@ from pycanal.binlog.reader import check_magic, iter_frames
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta import Position, SchemaHistory
 
-from .rows import ROW_SCHEMA, EventRows, to_record_batch
+from .rows import ROW_SCHEMA, EventRows
 from .schema import history_from, model_from_ddl
 
 __all__ = ["BinlogDataSource", "BinlogPartition", "plan_partitions"]
@@ -221,15 +221,8 @@ def read_partition(partition: BinlogPartition, accepts: TableFilter | None) -> I
     events: Iterator[Event] = read_events(path, part.start, part.stop, decoder)
     if history is not None:
         events = _following(history, events)
-    batch = []
     try:
-        for row in EventRows(accepts=accepts, gtid=gtid).rows(events):
-            batch.append(row)
-            if len(batch) == _BATCH_ROWS:
-                yield to_record_batch(batch)
-                batch = []
-        if batch:
-            yield to_record_batch(batch)
+        yield from EventRows(accepts=accepts, gtid=gtid).batches(events, _BATCH_ROWS)
     finally:
         if history is not None:
             history.close()

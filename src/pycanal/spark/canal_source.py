@@ -21,9 +21,10 @@ How it stays exactly once (Spark runs ``latestOffset``/``partitions``/``commit``
 driver-side runner process, ``read`` in executors on a pickled reader):
 
 * The runner holds the :class:`~pycanal.client.SimpleConnector` and a queue of the entries it got
-  with ``get_without_ack``. An offset is the position of an entry, ``{"file", "pos", "k"}``: up
-  to and including the k-th entry at binlog (file, pos) (several entries share a position inside
-  a TRANSACTION_PAYLOAD event). A micro-batch ends on the last complete transaction in the queue.
+  with ``get_without_ack`` (a pump thread keeps fetching while Spark runs a micro-batch). An
+  offset is the position of an entry, ``{"file", "pos", "k"}``: up to and including the k-th
+  entry at binlog (file, pos) (several entries share a position inside a TRANSACTION_PAYLOAD
+  event). A micro-batch ends on the last complete transaction in the queue.
   A transaction longer than ``batchSize`` (or one the server stopped handing out: its store is
   full) is cut between two positions; the offset then also carries ``txn`` and the ``gtid`` the
   next batch's rows continue with.
@@ -42,9 +43,10 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -58,7 +60,7 @@ from pycanal.client import CanalClientError, ClusterConnector, Message, SimpleCo
 from pycanal.parse.filter import TableFilter
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
-from .rows import ROW_SCHEMA, EntryRows, to_record_batch
+from .rows import ROW_SCHEMA, EntryRows
 
 __all__ = ["CanalDataSource", "CanalPartition", "CanalStreamReader"]
 
@@ -66,7 +68,7 @@ log = logging.getLogger(__name__)
 
 _BATCH_ROWS = 8192  # rows per Arrow batch out of read()
 _MIN_PART_BYTES = 32 * 1024  # smaller parts are not worth a task
-_REPLAY_POLL = 0.2  # seconds a get waits while a replay waits for its end position
+_PUMP_WAIT = 0.05  # seconds a pump GET waits for entries on the server (an ack may wait as long)
 _RETRY = 1.0  # seconds between connection attempts
 _IUD = frozenset({pb.INSERT, pb.UPDATE, pb.DELETE})
 _BINLOG_NAME = re.compile(r"(.*)\.(\d+)")
@@ -214,17 +216,29 @@ class CanalPartition(InputPartition):
 
 
 class _Feed:
-    """The runner's state: the connection, the entries after ``floor`` and the unacked batches."""
+    """The runner's state: the connection, the entries after ``floor`` and the unacked batches.
+
+    A pump thread fetches from the server while Spark runs a micro-batch (up to two batches'
+    worth of entries ahead), so planning the next one rarely waits on the network. Spark calls
+    the runner from one thread; ``cond`` guards what the pump shares with it. The connection
+    is only replaced (``connect``) from Spark's thread, with the pump stopped.
+    """
 
     def __init__(self, opts: _Options) -> None:
         self.opts = opts
         self.cluster = ClusterConnector(opts.zk_servers, opts.destination) if opts.zk_servers else None
         self.conn: SimpleConnector | None = None
+        self.cond = threading.Condition()
         self.entries: list[_Queued] = []
         self.batches: deque[tuple[int, Key]] = deque()  # unacked server batches: (id, last entry)
         self.floor = _Offset(_key("", 0, -1), None, False)
         self.last: tuple[str, int, int] = ("", 0, -1)  # (file, pos, k) of the last entry received
         self.stall: Key | None = None  # queue tail when the last plan found no transaction end
+        self.rounds = 0  # answers the pump got on this connection
+        self.drained = False  # the pump's last answer was empty
+        self.error: CanalClientError | None = None  # what stopped the pump
+        self._stop = threading.Event()
+        self._pump: threading.Thread | None = None
 
     def where(self) -> str:
         if self.conn is not None:
@@ -247,6 +261,7 @@ class _Feed:
         self.batches.clear()
         self.last = ("", 0, -1)
         self.stall = None
+        self.rounds, self.drained, self.error = 0, False, None
         self.floor = floor
         deadline = time.monotonic() + self.opts.timeout
         while True:
@@ -261,8 +276,7 @@ class _Feed:
                 )
                 conn.connect()  # rolls back every outstanding batch of this clientId
                 conn.subscribe(self.opts.filter)
-                self.conn = conn
-                return
+                break
             except (CanalClientError, KazooException, KazooTimeoutError) as exc:
                 if time.monotonic() + _RETRY > deadline:
                     raise RuntimeError(
@@ -270,8 +284,20 @@ class _Feed:
                     ) from exc
                 log.warning("%s: %s; connecting again in %gs", self.where(), exc, _RETRY)
                 time.sleep(_RETRY)
+        self.conn = conn
+        self._stop = threading.Event()
+        self._pump = threading.Thread(
+            target=self._run_pump, args=(conn, self._stop), name="pycanal-canal-pump", daemon=True
+        )
+        self._pump.start()
 
     def disconnect(self) -> None:
+        with self.cond:
+            self._stop.set()
+            self.cond.notify_all()
+        if self._pump is not None:
+            self._pump.join()
+            self._pump = None
         if self.conn is not None:
             self.conn.disconnect()
 
@@ -280,42 +306,82 @@ class _Feed:
         if self.cluster is not None:
             self.cluster.disconnect()  # its ZooKeeper client
 
+    def _run_pump(self, conn: SimpleConnector, stop: threading.Event) -> None:
+        while True:
+            with self.cond:
+                while self._full() and not stop.is_set():
+                    self.cond.wait()
+            if stop.is_set():
+                return
+            try:
+                message = conn.get_without_ack(self.opts.batch_size, _PUMP_WAIT, "s")
+            except CanalClientError as exc:
+                with self.cond:
+                    if not stop.is_set():
+                        self.error = exc
+                        self.cond.notify_all()
+                return
+            with self.cond:
+                if stop.is_set():
+                    return  # a new connection: the server hands this batch out again
+                self.drained = message.id == -1
+                if not self.drained:
+                    self.ingest(message)
+                self.rounds += 1
+                self.cond.notify_all()
+
+    def _full(self) -> bool:
+        """Two batches' worth queued, with a position change after the first: enough to plan
+        (one position can hold more entries than that: a TRANSACTION_PAYLOAD event)."""
+        bs, entries = self.opts.batch_size, self.entries
+        if len(entries) <= 2 * bs:
+            return False
+        first, tail = entries[bs - 1], entries[-1]
+        return (first.pos, first.file) != (tail.pos, tail.file)
+
+    def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait (holding ``cond``) until ``done()``; one reconnect when the pump lost the
+        connection. False at the timeout."""
+        deadline = time.monotonic() + timeout
+        reconnected = False
+        while not done():
+            if self.error is not None:
+                if reconnected:
+                    raise RuntimeError(f"{self.where()}: {self.error}") from self.error
+                log.warning("%s: %s; reconnecting", self.where(), self.error)
+                self.cond.release()
+                try:
+                    self.connect(self.floor)
+                finally:
+                    self.cond.acquire()
+                reconnected = True
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.cond.wait(left)
+        return True
+
     def sync(self, start: _Offset) -> None:
         """Make the queue begin right after ``start``; reconnect when it no longer covers it."""
         if not self.connected or start.key < self.floor.key:
             self.connect(start)
             return
-        drop = 0
-        while drop < len(self.entries) and self.entries[drop].key <= start.key:
-            drop += 1
-        if drop:
-            at = self.entries[drop - 1]
-            if at.key == start.key and (at.gtid, at.txn) != (start.gtid, start.txn):
-                raise RuntimeError(
-                    f"{self.where()}: the stream state at {_show(start.key)} is gtid={at.gtid} txn={at.txn}, "
-                    f"the offset says gtid={start.gtid} txn={start.txn}: the server's stream changed"
-                )
-            del self.entries[:drop]
-        self.floor = start
-
-    def fetch(self, timeout: float | None, want: int) -> bool:
-        """Get batches until the server has nothing more now or ``want`` entries are queued;
-        False when the last answer was empty. One reconnect on a broken connection."""
-        for attempt in (1, 2):
-            try:
-                assert self.conn is not None
-                while len(self.entries) < want:
-                    message = self.conn.get_without_ack(self.opts.batch_size, timeout)
-                    if message.id == -1:
-                        return False
-                    self.ingest(message)
-                return True
-            except CanalClientError as exc:
-                if attempt == 2:
-                    raise RuntimeError(f"{self.where()}: {exc}") from exc
-                log.warning("%s: %s; reconnecting", self.where(), exc)
-                self.connect(self.floor)
-        raise AssertionError("unreachable")
+        with self.cond:
+            drop = 0
+            while drop < len(self.entries) and self.entries[drop].key <= start.key:
+                drop += 1
+            if drop:
+                at = self.entries[drop - 1]
+                if at.key == start.key and (at.gtid, at.txn) != (start.gtid, start.txn):
+                    raise RuntimeError(
+                        f"{self.where()}: the stream state at {_show(start.key)} is gtid={at.gtid} "
+                        f"txn={at.txn}, the offset says gtid={start.gtid} txn={start.txn}: the server's "
+                        "stream changed"
+                    )
+                del self.entries[:drop]
+                self.cond.notify_all()
+            self.floor = start
 
     def ingest(self, message: Message) -> None:
         file0, pos0, k = self.last
@@ -364,40 +430,54 @@ class _Feed:
                 return entries[i]
         return None
 
+    def fill(self, want: int) -> bool:
+        """Wait until ``want`` entries are queued or the pump got an answer to a GET sent after
+        this call; False when that answer was empty (the server has nothing more now)."""
+        with self.cond:
+            target = self.rounds + 2  # the GET in flight may predate the call: the next one does not
+            self._wait(lambda: len(self.entries) >= want or self.rounds >= target, self.opts.timeout)
+            return not self.drained
+
     def take(self, start: _Offset, end: _Offset) -> list[_Queued]:
         """The entries in (start, end], fetching them again when this runner does not have them."""
         self.sync(start)
-        deadline = time.monotonic() + self.opts.timeout
-        while not self.entries or self.entries[-1].key < end.key:
-            if time.monotonic() > deadline:
+        with self.cond:
+            reached = lambda: bool(self.entries) and self.entries[-1].key >= end.key  # noqa: E731
+            if not self._wait(reached, self.opts.timeout):
                 got = _show(self.entries[-1].key) if self.entries else "nothing after the start"
                 raise RuntimeError(
                     f"{self.where()}: micro-batch ({_show(start.key)}, {_show(end.key)}] cannot be read "
                     f"again: the server handed out up to {got} within {self.opts.timeout:g}s "
                     "(was the server's cursor moved, or its binlog purged?)"
                 )
-            self.fetch(_REPLAY_POLL, len(self.entries) + 1)
-        n = 0
-        while self.entries[n].key < end.key:
-            n += 1
-        last = self.entries[n]
-        if last.key != end.key or (last.gtid, last.txn) != (end.gtid, end.txn):
-            raise RuntimeError(
-                f"{self.where()}: micro-batch ({_show(start.key)}, {_show(end.key)}] does not match the "
-                f"server's stream: its entry there is {_show(last.key)} gtid={last.gtid} txn={last.txn}"
-            )
-        return self.entries[: n + 1]
+            n = 0
+            while self.entries[n].key < end.key:
+                n += 1
+            last = self.entries[n]
+            if last.key != end.key or (last.gtid, last.txn) != (end.gtid, end.txn):
+                raise RuntimeError(
+                    f"{self.where()}: micro-batch ({_show(start.key)}, {_show(end.key)}] does not match the "
+                    f"server's stream: its entry there is {_show(last.key)} gtid={last.gtid} txn={last.txn}"
+                )
+            return self.entries[: n + 1]
 
     def ack(self, end: Key) -> None:
-        """Ack every server batch whose entries are all <= ``end`` (in order, as Canal wants)."""
-        try:
-            assert self.conn is not None
-            while self.batches and self.batches[0][1] <= end:
-                self.conn.ack(self.batches[0][0])
+        """Ack every server batch whose entries are all <= ``end`` (in order, as Canal wants).
+        ``cond`` is not held while acking: the pump holds the connection during its GET."""
+        assert self.conn is not None
+        while True:
+            with self.cond:
+                if not (self.batches and self.batches[0][1] <= end):
+                    return
+                batch_id = self.batches[0][0]
+            try:
+                self.conn.ack(batch_id)
+            except CanalClientError as exc:
+                # Not acked: the server hands the batches out again after the reconnect, skipped then.
+                log.warning("%s: ack failed: %s", self.where(), exc)
+                return
+            with self.cond:
                 self.batches.popleft()
-        except CanalClientError as exc:
-            # Not acked: the server hands the batches out again after the reconnect, skipped then.
-            log.warning("%s: ack failed: %s", self.where(), exc)
 
 
 def _split(entries: list[_Queued], parts: int) -> list[int]:
@@ -445,11 +525,13 @@ class CanalStreamReader(DataSourceStreamReader):
             raise ValueError(f"format('canal') supports no read limit but batchSize, got {limit!r}")
         feed = self._runner()
         feed.sync(self._offset(start))
-        more = feed.fetch(None, self.opts.batch_size + 1)
-        end = feed.plan_end(self.opts.batch_size, drained=not more)
+        more = feed.fill(self.opts.batch_size + 1)
+        with feed.cond:
+            end = feed.plan_end(self.opts.batch_size, drained=not more)
+            idle = not more and feed.batches and feed.batches[0][1] <= feed.floor.key
         if end is not None:
             return _to_offset(end)
-        if not more and feed.batches and feed.batches[0][1] <= feed.floor.key:
+        if idle:
             # Only Spark's commit of the last batch can free the server now, and Spark commits it
             # when it plans the next one: an empty micro-batch (the same position, a new tick).
             return {**start, "tick": int(start.get("tick", 0)) + 1}
@@ -470,14 +552,7 @@ class CanalStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, CanalPartition)
         rows = EntryRows(accepts=self.accepts, timezone=self.opts.timezone, gtid=partition.gtid)
-        batch = []
-        for row in rows.rows(partition.entries):
-            batch.append(row)
-            if len(batch) == _BATCH_ROWS:
-                yield to_record_batch(batch)
-                batch = []
-        if batch:
-            yield to_record_batch(batch)
+        yield from rows.batches(partition.entries, _BATCH_ROWS)
 
     def commit(self, end: dict[str, Any]) -> None:
         if self._feed is not None and self._feed.connected:

@@ -19,7 +19,20 @@ Columns (``ROW_SCHEMA``, in this order):
 
 Two builders give identical rows: :class:`EventRows` from decoded binlog events (the
 ``binlog`` batch source) and :class:`EntryRows` from Canal ``Entry`` messages (a Canal or
-pycanal server). docs/spark.md lists the values where the two cannot agree.
+pycanal server). docs/spark.md lists the values where the two cannot agree. Both give the rows
+as ``ChangeRow`` tuples (``rows()``) or as Arrow record batches built column by column
+(``batches()``, what the Spark sources yield; equal to ``to_record_batch`` of the rows).
+
+How it is fast
+--------------
+A builder turns each event into a run: the rows of one event share all columns but ``pk``,
+``before``, ``after`` and the row index, so a batch extends those once per event and builds
+``ts`` from integers. For entries, reading the protobuf ``Column`` messages costs most: per
+layout of a RowChange's rows (op and each image's column names, ``mysqlType`` and ``isKey``,
+read from its first row; later rows only check their column count, see ``EntryRows._reader``)
+:class:`EntryRows` compiles straight-line Python that reads each column's ``isNull`` and
+``value`` (and ``sqlType`` where the converter needs it) and joins the JSON texts once per row,
+the primary key picked at compile time.
 """
 
 from __future__ import annotations
@@ -27,12 +40,14 @@ from __future__ import annotations
 import base64
 import calendar
 import json
-from collections.abc import Callable, Iterable, Iterator
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from functools import lru_cache
 from json.encoder import encode_basestring as _jstr  # = json.dumps(str, ensure_ascii=False)
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
@@ -105,23 +120,65 @@ class RowsError(ValueError):
     """Input the change rows cannot be built from, with where it was found."""
 
 
+def _record_batch(*columns: Sequence[Any]) -> pa.RecordBatch:
+    """A batch of ``ARROW_SCHEMA`` from 13 columns: the schema's, ``position`` as its four
+    (file, offset, row, gtid); ``ts`` as datetimes or microseconds."""
+    op, database, table, pk, before, after, file, offset, row, gtid, ts, sql, sql_database = columns
+    text = pa.string()
+    position = pa.StructArray.from_arrays(
+        [pa.array(file, text), pa.array(offset, pa.int64()), pa.array(row, pa.int32()), pa.array(gtid, text)],
+        fields=list(POSITION_TYPE),
+    )
+    arrays = [pa.array(c, text) for c in (op, database, table, pk, before, after)]
+    arrays += [position, pa.array(ts, ARROW_SCHEMA.field("ts").type)]
+    arrays += [pa.array(sql, text), pa.array(sql_database, text)]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
 def to_record_batch(rows: list[ChangeRow]) -> pa.RecordBatch:
     """Rows as one Arrow record batch of ``ARROW_SCHEMA`` (what the Spark sources yield)."""
     cols = list(zip(*rows, strict=True)) if rows else [()] * 10
     pos = list(zip(*cols[6], strict=True)) if rows else [()] * 4
-    position = pa.StructArray.from_arrays(
-        [
-            pa.array(pos[0], pa.string()),
-            pa.array(pos[1], pa.int64()),
-            pa.array(pos[2], pa.int32()),
-            pa.array(pos[3], pa.string()),
-        ],
-        fields=list(POSITION_TYPE),
-    )
-    arrays = [pa.array(c, pa.string()) for c in cols[:6]]
-    arrays += [position, pa.array(cols[7], pa.timestamp("us", tz="UTC"))]
-    arrays += [pa.array(c, pa.string()) for c in cols[8:]]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    return _record_batch(*cols[:6], *pos, *cols[7:])
+
+
+class _Run(NamedTuple):
+    """The rows of one event (or one DDL row), column-wise: only ``pk``, ``before``, ``after``
+    and the row index differ between them."""
+
+    op: str
+    database: str | None
+    table: str | None
+    pk: list[str | None]
+    before: list[str | None]
+    after: list[str | None]
+    file: str
+    offset: int
+    row: int  # the first row's index at (file, offset)
+    gtid: str | None
+    seconds: int  # event time
+    sql: str | None
+    sql_database: str | None
+
+
+def _batches(runs: Iterable[_Run], size: int) -> Iterator[pa.RecordBatch]:
+    """Runs as record batches of ``size`` rows (the last one fewer)."""
+    columns: list[list[Any]] = [[] for _ in range(13)]
+    for r in runs:
+        n = len(r.pk)
+        values = (
+            [r.op] * n, [r.database] * n, [r.table] * n, r.pk, r.before, r.after, [r.file] * n,
+            [r.offset] * n, range(r.row, r.row + n), [r.gtid] * n, [r.seconds * 1_000_000] * n,
+            [r.sql] * n, [r.sql_database] * n,
+        )  # fmt: skip
+        for column, v in zip(columns, values, strict=True):
+            column.extend(v)
+        while len(columns[0]) >= size:
+            yield _record_batch(*(c[:size] for c in columns))
+            for c in columns:
+                del c[:size]
+    if columns[0]:
+        yield _record_batch(*columns)
 
 
 class _Clock:
@@ -154,20 +211,21 @@ class _Builder:
         """(file, offset, next row index): pass it back to continue numbering mid-event."""
         return self._at[0], self._at[1], self._next
 
-    def position(self, file: str, offset: int) -> RowPosition:
+    def take(self, file: str, offset: int, n: int) -> int:
+        """The index of the first of ``n`` (> 0) rows at (file, offset)."""
         if (file, offset) != self._at:
             self._at = (file, offset)
             self._next = 0
         row = self._next
-        self._next += 1
-        return RowPosition(file, offset, row, self.gtid)
+        self._next += n
+        return row
 
     def wanted(self, schema: str | None, table: str | None) -> bool:
         return self.accepts is None or self.accepts.accepts(schema, table)
 
-    def ddl_rows(
-        self, sql: str, session_db: str | None, sql_mode: int, file: str, offset: int, ts: int
-    ) -> Iterator[ChangeRow]:
+    def ddl_runs(
+        self, sql: str, session_db: str | None, sql_mode: int, file: str, offset: int, seconds: int
+    ) -> Iterator[_Run]:
         """One DDL row per table (or database) the statement touches, if the filter takes it."""
         results = parse_ddl(sql, session_db, sql_mode)
         if self.accepts is not None and not self.accepts.accepts_ddl(results):
@@ -178,10 +236,37 @@ class _Builder:
             for name in ([(r.ori_schema, r.ori_table)] if r.ori_table else []) + [(r.schema, r.table)]:
                 if name not in names:
                     names.append(name)
-        when = self.clock(ts)
         for schema, table in names:
-            yield ChangeRow("DDL", schema, table, None, None, None, self.position(file, offset), when, sql,
-                            session_db)  # fmt: skip
+            yield _Run("DDL", schema, table, [None], [None], [None], file, offset, self.take(file, offset, 1),
+                       self.gtid, seconds, sql, session_db)  # fmt: skip
+
+
+_In = TypeVar("_In")
+
+
+class _RowSource(ABC, Generic[_In]):
+    """``rows()`` and ``batches()``, both over the runs of a builder."""
+
+    _b: _Builder
+
+    @abstractmethod
+    def _runs(self, source: Iterable[_In]) -> Iterator[_Run]: ...
+
+    def rows(self, source: Iterable[_In]) -> Iterator[ChangeRow]:
+        """One ``ChangeRow`` per row."""
+        clock = self._b.clock
+        for r in self._runs(source):
+            when = clock(r.seconds)
+            for row, (pk, before, after) in enumerate(zip(r.pk, r.before, r.after, strict=True), r.row):
+                yield ChangeRow(r.op, r.database, r.table, pk, before, after,
+                                RowPosition(r.file, r.offset, row, r.gtid), when, r.sql, r.sql_database)  # fmt: skip
+
+    def batches(self, source: Iterable[_In], rows_per_batch: int = 8192) -> Iterator[pa.RecordBatch]:
+        """The rows as record batches of ``rows_per_batch`` rows (the last one fewer): the same
+        values as ``to_record_batch`` of ``rows()``, built column by column."""
+        if rows_per_batch < 1:
+            raise ValueError(f"rows_per_batch must be positive, got {rows_per_batch}")
+        return _batches(self._runs(source), rows_per_batch)
 
 
 # ------------------------------------------------------------------------------ events
@@ -238,7 +323,7 @@ def _key(plan: _TablePlan, image: tuple, fallback: tuple | None) -> str | None:
     return "{" + ",".join(parts) + "}"
 
 
-class EventRows:
+class EventRows(_RowSource[ev.Event]):
     """Change rows from decoded binlog events (``read_events``), in binlog order.
 
     ``accepts``: the tables to keep (DDL: Canal's statement filter, ``TableFilter.accepts_ddl``).
@@ -250,11 +335,13 @@ class EventRows:
     def __init__(self, *, accepts: TableFilter | None = None, gtid: str | None = None) -> None:
         self._b = _Builder(accepts, gtid, None)
 
-    def rows(self, events: Iterable[ev.Event]) -> Iterator[ChangeRow]:
+    def _runs(self, events: Iterable[ev.Event]) -> Iterator[_Run]:
         b = self._b
         for e in events:
             if isinstance(e, ev.RowsEvent):
-                yield from self._rows(e)
+                run = self._run(e)
+                if run is not None:
+                    yield run
             elif isinstance(e, ev.GtidEvent):
                 b.gtid = e.gtid
             elif isinstance(e, ev.XidEvent | ev.XaPrepareEvent):
@@ -262,41 +349,51 @@ class EventRows:
             elif isinstance(e, ev.TransactionPayloadEvent):
                 for inner in e.events:
                     if isinstance(inner, ev.RowsEvent):
-                        yield from self._rows(inner, e.pos)
+                        run = self._run(inner, e.pos)
+                        if run is not None:
+                            yield run
                 b.gtid = None
             elif isinstance(e, ev.QueryEvent) and not isinstance(e, ev.ExecuteLoadQueryEvent):
                 sql = e.query
                 if is_ddl(sql):
                     mode = e.status.get("sql_mode", 0)
-                    yield from b.ddl_rows(sql, e.schema or None, mode, e.file, e.pos, e.timestamp)
+                    yield from b.ddl_runs(sql, e.schema or None, mode, e.file, e.pos, e.timestamp)
                     b.gtid = None
                 elif sql.lstrip()[:6].upper() == "COMMIT":
                     b.gtid = None
 
-    def _rows(self, e: ev.RowsEvent, offset: int | None = None) -> Iterator[ChangeRow]:
+    def _run(self, e: ev.RowsEvent, offset: int | None = None) -> _Run | None:
         b = self._b
         tm = e.table_map
         if tm is None:
-            return  # a rows event with no rows (the decoder raises for one whose table is unknown)
+            return None  # a rows event with no rows (the decoder raises for one whose table is unknown)
         if not b.wanted(tm.schema, tm.table):
-            return
+            return None
         at = e.pos if offset is None else offset
         plan = _table_plan(tm, e.file, at)
-        when = b.clock(e.timestamp)
+        names = plan.names
         kind = e.kind
-        schema, table, file = tm.schema, tm.table, e.file
+        pks: list[str | None] = []
+        befores: list[str | None] = []
+        afters: list[str | None] = []
         for r in e.rows:
             if kind == "INSERT":
-                row = ChangeRow(kind, schema, table, _key(plan, r, None), None, _image(plan.names, r),
-                                b.position(file, at), when, None, None)  # fmt: skip
+                pks.append(_key(plan, r, None))
+                befores.append(None)
+                afters.append(_image(names, r))
             elif kind == "UPDATE":
                 before, after = r
-                row = ChangeRow(kind, schema, table, _key(plan, after, before), _image(plan.names, before),
-                                _image(plan.names, after), b.position(file, at), when, None, None)  # fmt: skip
+                pks.append(_key(plan, after, before))
+                befores.append(_image(names, before))
+                afters.append(_image(names, after))
             else:
-                row = ChangeRow(kind, schema, table, _key(plan, r, None), _image(plan.names, r), None,
-                                b.position(file, at), when, None, None)  # fmt: skip
-            yield row
+                pks.append(_key(plan, r, None))
+                befores.append(_image(names, r))
+                afters.append(None)
+        if not pks:
+            return None
+        return _Run(kind, tm.schema, tm.table, pks, befores, afters, e.file, at, b.take(e.file, at, len(pks)),
+                    b.gtid, e.timestamp, None, None)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ entries
@@ -312,45 +409,55 @@ _TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "l
                          "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection",
                          "vector", "inet4", "inet6", "uuid"})  # fmt: skip
 
-# value converter: (sqlType, text) -> canonical JSON
-_Conv = Callable[[int, str], str]
+
+_Text = Callable[[str], str]  # value text -> canonical JSON
 
 
-def _text_or_bytes(sql_type: int, text: str) -> str:
-    if sql_type in _BINARY_SQL_TYPES:
-        return '{"base64": "' + base64.b64encode(text.encode("latin-1")).decode("ascii") + '"}'
-    return _jstr(text)
+class _Conv(NamedTuple):
+    """A column's value converter, and the ones for sqlTypes whose text means something else
+    (bytes in ISO-8859-1, an ENUM index, a SET bitmask): ``by_sql_type.get(sqlType, fn)``."""
+
+    fn: _Text
+    by_sql_type: dict[int, _Text] | None = None
+
+
+def _base64(text: str) -> str:
+    return '{"base64": "' + base64.b64encode(text.encode("latin-1")).decode("ascii") + '"}'
+
+
+_TEXT_OR_BYTES = _Conv(_jstr, dict.fromkeys(_BINARY_SQL_TYPES, _base64))
 
 
 def _enum_conv(labels: list[str] | None) -> _Conv:
-    def conv(sql_type: int, text: str) -> str:
-        if sql_type == _SQL_INTEGER:
-            index = int(text)
-            if labels is None:
-                return str(index)
-            return _jstr(("", *labels)[index])
-        return _jstr(text)
+    names = None if labels is None else ("", *labels)
 
-    return conv
+    def by_index(text: str) -> str:
+        index = int(text)
+        if names is None:
+            return str(index)
+        return _jstr(names[index])
+
+    return _Conv(_jstr, {_SQL_INTEGER: by_index})
 
 
 def _set_conv(labels: list[str] | None) -> _Conv:
-    def conv(sql_type: int, text: str) -> str:
-        if sql_type == _SQL_BIT:
-            mask = int(text)
-            if labels is None:
-                return str(mask)
-            if mask >> len(labels):
-                raise ValueError(f"SET value {mask} has bits beyond its {len(labels)} labels")
-            return json.dumps([m for bit, m in enumerate(labels) if mask >> bit & 1], ensure_ascii=False)
+    def by_mask(text: str) -> str:
+        mask = int(text)
+        if labels is None:
+            return str(mask)
+        if mask >> len(labels):
+            raise ValueError(f"SET value {mask} has bits beyond its {len(labels)} labels")
+        return json.dumps([m for bit, m in enumerate(labels) if mask >> bit & 1], ensure_ascii=False)
+
+    def by_labels(text: str) -> str:
         return json.dumps(text.split(",") if text else [], ensure_ascii=False)
 
-    return conv
+    return _Conv(by_labels, {_SQL_BIT: by_mask})
 
 
 def _timestamp_conv(zone: tzinfo | None) -> _Conv:
     if zone is None:
-        return lambda sql_type, text: _jstr(text)
+        return _Conv(_jstr)
 
     @lru_cache(maxsize=4096)
     def to_utc(local: str) -> str:
@@ -360,23 +467,36 @@ def _timestamp_conv(zone: tzinfo | None) -> _Conv:
         t = calendar.timegm(naive.replace(tzinfo=zone).utctimetuple())
         return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
-    return lambda sql_type, text: _jstr(to_utc(text[:19]) + text[19:])
+    return _Conv(lambda text: _jstr(to_utc(text[:19]) + text[19:]))
+
+
+# Decimal(text) formats back to exactly this text (no exponent, sign, leading zero or other
+# digits to normalise); Canal's and pycanal's DECIMAL texts (BigDecimal.toPlainString) are so.
+_PLAIN_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?").fullmatch
+
+
+def _decimal(text: str) -> str:
+    if _PLAIN_DECIMAL(text):
+        return '"' + text + '"'
+    return f'"{Decimal(text):f}"'
+
+
+def _int(text: str) -> str:
+    return str(int(text))
 
 
 def _column_conv(mysql_type: str, zone: tzinfo | None) -> _Conv:
     """The converter of one Canal ``mysqlType`` (``int(11) unsigned``, ``enum('a','b')``, ...)."""
     low = mysql_type.strip().lower()
     base = low.split("(", 1)[0].split(None, 1)[0] if low else ""
-    if base in _INT_NAMES:
-        return lambda sql_type, text: str(int(text))
-    if base == "year":
-        return lambda sql_type, text: str(int(text))
+    if base in _INT_NAMES or base == "year":
+        return _Conv(_int)
     if base in ("decimal", "numeric", "dec", "fixed"):
-        return lambda sql_type, text: f'"{Decimal(text):f}"'
+        return _Conv(_decimal)
     if base in ("float", "double", "real"):
-        return lambda sql_type, text: repr(float(text))
+        return _Conv(lambda text: repr(float(text)))
     if base in _TEXT_TEMPORAL:
-        return lambda sql_type, text: _jstr(text)
+        return _Conv(_jstr)
     if base == "timestamp":
         return _timestamp_conv(zone)
     if base == "enum":
@@ -384,9 +504,9 @@ def _column_conv(mysql_type: str, zone: tzinfo | None) -> _Conv:
     if base == "set":
         return _set_conv(parse_labels(mysql_type) if "(" in low else None)
     if base == "json":
-        return lambda sql_type, text: text
+        return _Conv(str)
     if base in _TEXT_TYPES:
-        return _text_or_bytes
+        return _TEXT_OR_BYTES
     raise ValueError(f"unknown mysqlType {mysql_type!r}")
 
 
@@ -396,7 +516,31 @@ def _zone(timezone: str | tzinfo | None) -> tzinfo | None:
     return ZoneInfo(timezone) if isinstance(timezone, str) else timezone
 
 
-class EntryRows:
+# Errors a value conversion raises: reported as RowsError with the column and the position.
+_VALUE_ERRORS = (ValueError, IndexError, UnicodeEncodeError)
+_ROW_OPS = {pb.INSERT: "INSERT", pb.UPDATE: "UPDATE", pb.DELETE: "DELETE"}
+# (name, mysqlType, isKey) of each column of one row image
+_Layout = tuple[tuple[str, str, bool], ...]
+# read(rowDatas, pks, befores, afters): appends the JSON texts of each row while its images have
+# the layout the code was compiled for; returns at the first row that has another column count.
+_Reader = Callable[[Iterable[Any], list, list, list], None]
+
+
+def _layout(columns: Iterable[Any]) -> _Layout:
+    return tuple((c.name, c.mysqlType, c.isKey) for c in columns)
+
+
+def _joined(parts: list[tuple[str, str]]) -> str:
+    """Code joining '{', each (literal, variable) pair, ',' between pairs, and '}'."""
+    if not parts:
+        return repr("{}")
+    items = []
+    for i, (literal, var) in enumerate(parts):
+        items += [repr(("{" if i == 0 else ",") + literal), var]
+    return f"join(({', '.join(items)}, '}}'))"
+
+
+class EntryRows(_RowSource["pb.Entry | bytes"]):
     """Change rows from Canal ``Entry`` messages (objects or serialized bytes), in stream order.
 
     ``timezone`` is the server's TIMESTAMP rendering zone (pycanal's ``timezone``, the JVM zone of
@@ -416,6 +560,7 @@ class EntryRows:
         self._b = _Builder(accepts, gtid, resume)
         self._zone = _zone(timezone)
         self._convs: dict[str, _Conv] = {}
+        self._readers: dict[tuple[str, _Layout, _Layout], _Reader] = {}
 
     @property
     def gtid(self) -> str | None:
@@ -425,7 +570,7 @@ class EntryRows:
     def resume(self) -> tuple[str, int, int]:
         return self._b.resume
 
-    def rows(self, entries: Iterable[pb.Entry | bytes]) -> Iterator[ChangeRow]:
+    def _runs(self, entries: Iterable[pb.Entry | bytes]) -> Iterator[_Run]:
         b = self._b
         for entry in entries:
             if isinstance(entry, bytes | bytearray | memoryview):
@@ -441,14 +586,35 @@ class EntryRows:
                     if prop.key == "curtGtid":
                         b.gtid = prop.value or None
                 change = pb.RowChange.FromString(entry.storeValue)
-                et = change.eventType
-                if et in (pb.INSERT, pb.UPDATE, pb.DELETE):
-                    yield from self._rows(h, change)
+                op = _ROW_OPS.get(change.eventType)
+                if op is not None:
+                    run = self._run(h, op, change.rowDatas)
+                    if run is not None:
+                        yield run
                 elif change.isDdl and is_ddl(change.sql):
                     session = change.ddlSchemaName or None
-                    yield from b.ddl_rows(change.sql, session, 0, h.logfileName, h.logfileOffset,
+                    yield from b.ddl_runs(change.sql, session, 0, h.logfileName, h.logfileOffset,
                                           h.executeTime // 1000)  # fmt: skip
                     b.gtid = None
+
+    def _run(self, h: pb.Header, op: str, datas: Any) -> _Run | None:
+        b = self._b
+        schema, table = h.schemaName, h.tableName
+        if not datas or not b.wanted(schema, table):
+            return None
+        pks: list[str | None] = []
+        befores: list[str | None] = []
+        afters: list[str | None] = []
+        try:
+            while len(pks) < len(datas):
+                done = len(pks)
+                self._reader(op, datas[done])(datas[done:] if done else datas, pks, befores, afters)
+        except _VALUE_ERRORS:
+            self._check(op, datas[len(pks)], f"{schema}.{table} at {h.logfileName}:{h.logfileOffset}")
+            raise
+        file, offset = h.logfileName, h.logfileOffset
+        return _Run(op, schema, table, pks, befores, afters, file, offset, b.take(file, offset, len(pks)),
+                    b.gtid, h.executeTime // 1000, None, None)  # fmt: skip
 
     def _conv(self, mysql_type: str) -> _Conv:
         conv = self._convs.get(mysql_type)
@@ -456,40 +622,96 @@ class EntryRows:
             conv = self._convs[mysql_type] = _column_conv(mysql_type, self._zone)
         return conv
 
-    def _image(self, columns: Any, where: str) -> tuple[str, list[tuple[str, str]]]:
-        parts = []
-        keys = []
-        for c in columns:
-            name = _jstr(c.name) + ":"
-            if c.isNull:
-                text = "null"
-            else:
-                try:
-                    text = self._conv(c.mysqlType)(c.sqlType, c.value)
-                except (ValueError, IndexError, UnicodeEncodeError) as exc:
-                    raise RowsError(f"column {c.name!r} ({c.mysqlType}) of {where}: {exc}") from None
-            parts.append(name + text)
-            if c.isKey:
-                keys.append((name, text))
-        return "{" + ",".join(parts) + "}", keys
+    def _check(self, op: str, rd: Any, where: str) -> None:
+        """Convert one row column by column, in the compiled reader's order: raise the first
+        failure as RowsError naming the column."""
+        images = ([rd.beforeColumns] if op != "INSERT" else []) + (
+            [rd.afterColumns] if op != "DELETE" else []
+        )
+        for columns in images:
+            for c in columns:
+                if not c.isNull:
+                    try:
+                        conv = self._conv(c.mysqlType)
+                        (conv.by_sql_type or {}).get(c.sqlType, conv.fn)(c.value)
+                    except _VALUE_ERRORS as exc:
+                        raise RowsError(f"column {c.name!r} ({c.mysqlType}) of {where}: {exc}") from None
 
-    def _rows(self, h: pb.Header, change: pb.RowChange) -> Iterator[ChangeRow]:
-        b = self._b
-        schema, table = h.schemaName, h.tableName
-        if not b.wanted(schema, table):
-            return
-        op = pb.EventType.Name(change.eventType)
-        when = b.clock(h.executeTime // 1000)
-        where = f"{schema}.{table} at {h.logfileName}:{h.logfileOffset}"
-        for rd in change.rowDatas:
-            before = after = None
-            bkeys: list[tuple[str, str]] = []
-            akeys: list[tuple[str, str]] = []
-            if op != "INSERT":
-                before, bkeys = self._image(rd.beforeColumns, where)
-            if op != "DELETE":
-                after, akeys = self._image(rd.afterColumns, where)
-            keys = dict(bkeys) if op == "DELETE" else {**dict(bkeys), **dict(akeys)}
-            pk = "{" + ",".join(n + t for n, t in keys.items()) + "}" if keys else None
-            yield ChangeRow(op, schema, table, pk, before, after, b.position(h.logfileName, h.logfileOffset),
-                            when, None, None)  # fmt: skip
+    def _reader(self, op: str, rd: Any) -> _Reader:
+        """The compiled reader of rows laid out as ``rd`` (cached per layout).
+
+        Only the column count of each row is checked against the layout: Canal
+        (``LogEventConvert.parseOneRow``) and pycanal (``convert._image``) give every row of a
+        RowChange the columns of the event's column bitmap, in table order, each named and typed
+        by the event's table metadata, so within a RowChange names, ``mysqlType`` and ``isKey``
+        repeat (``isNull``, ``value`` and ``sqlType`` do not: they are read per row). A row with
+        another count gets its own reader.
+        """
+        key = (
+            op,
+            _layout(rd.beforeColumns) if op != "INSERT" else (),
+            _layout(rd.afterColumns) if op != "DELETE" else (),
+        )
+        read = self._readers.get(key)
+        if read is None:
+            if len(self._readers) >= 256:
+                self._readers.clear()
+            read = self._readers[key] = self._compile(*key)
+        return read
+
+    def _compile(self, op: str, before: _Layout, after: _Layout) -> _Reader:
+        ns: dict[str, Any] = {"join": "".join}
+        body: list[str] = []
+        images: dict[str, str] = {}
+        keys: dict[str, str] = {}  # '"name":' -> text variable; the before image's first, as in a dict merge
+        for tag, field, layout, used in (
+            ("b", "beforeColumns", before, op != "INSERT"),
+            ("a", "afterColumns", after, op != "DELETE"),
+        ):
+            if not used:
+                images[tag] = "None"
+                continue
+            body += [f"cs = rd.{field}", f"if len(cs) != {len(layout)}:", "    return"]
+            if layout:
+                body.append(f"{', '.join(f'{tag}{i}' for i in range(len(layout)))}, = cs")
+            parts = []
+            for i, (name, mysql_type, is_key) in enumerate(layout):
+                c, f, t = f"{tag}{i}", f"F{tag}{i}", f"t{tag}{i}"
+                try:
+                    conv = self._conv(mysql_type)
+                except _VALUE_ERRORS as exc:
+                    conv = _Conv(_raising(exc))
+                ns[f] = conv.fn
+                value = f"{f}({c}.value)"
+                if conv.by_sql_type:
+                    ns[f"G{tag}{i}"] = conv.by_sql_type.get
+                    value = f"G{tag}{i}({c}.sqlType, {f})({c}.value)"
+                body.append(f"{t} = 'null' if {c}.isNull else {value}")
+                literal = _jstr(name) + ":"
+                parts.append((literal, t))
+                if is_key:
+                    keys[literal] = t
+            images[tag] = _joined(parts)
+        pk = _joined(list(keys.items())) if keys else "None"
+        lines = [
+            "def read(datas, pks, befores, afters):",
+            "    pk_, before_, after_ = pks.append, befores.append, afters.append",
+            "    for rd in datas:",
+            *("        " + line for line in body),
+            f"        pk_({pk})",
+            f"        before_({images['b']})",
+            f"        after_({images['a']})",
+        ]
+        exec(
+            compile("\n".join(lines) + "\n", f"<entry rows {op} {len(before)}/{len(after)} cols>", "exec"), ns
+        )
+        return ns["read"]
+
+
+def _raising(exc: Exception) -> _Text:
+    """The converter of a ``mysqlType`` that has none: its values (not NULL) raise the error."""
+
+    def conv(text: str) -> str:
+        raise exc.with_traceback(None)
+
+    return conv
