@@ -2,12 +2,17 @@
 
 ``CurrentState.apply`` walks a micro-batch's rows in binlog order. Data rows are grouped per
 table until the next DDL statement; each group is one MERGE keeping only the last change per key
-(a DELETE deletes, an UPDATE that changes the key deletes the old key). A DDL statement is first
-followed by the schema model (``SchemaModel.apply``, the schema history's own code), then carried
-to the Delta tables: CREATE makes an empty table, ALTER rewrites it with the new columns (renamed
-columns keep their values, added ones get their default, changed types are cast), RENAME moves
-it, TRUNCATE deletes all rows, DROP TABLE / DROP DATABASE / a lost primary key retire it (moved
-to ``<target>/_pycanal/retired``). Tables without a primary key have no current-state table.
+(a DELETE deletes, an UPDATE that changes the key deletes the old key). Its source is built from
+the row images as pyarrow's JSON reader reads them (``read_images``: vectorised), or, where that
+could differ from ``json.loads`` (non-canonical images, FLOAT or SET keys, errors), parsed one by
+one: the same values either way, and the second way says what is wrong where something is.
+
+A DDL statement is first followed by the schema model (``SchemaModel.apply``, the schema
+history's own code), then carried to the Delta tables: CREATE makes an empty table, ALTER
+rewrites it with the new columns (renamed columns keep their values, added ones get their
+default, changed types are cast), RENAME moves it, TRUNCATE deletes all rows, DROP TABLE / DROP
+DATABASE / a lost primary key retire it (moved to ``<target>/_pycanal/retired``). Tables without a
+primary key have no current-state table.
 
 Exactly once: every such action is a numbered *step* of the batch, numbered from the rows alone
 (the same in a replay). Each Delta commit carries the transaction id ``(app_id, batch_id *
@@ -20,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from functools import reduce
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import quote
@@ -41,9 +47,19 @@ from pycanal.parse.ddl import (
     parse_ddl,
     parse_statement,
 )
-from pycanal.parse.meta import SchemaApplyError, SchemaModel, Table
+from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 
-from .types import ColumnTypeError, arrow_field, column_converter, default_value
+from .types import (
+    ArrowValues,
+    ColumnTypeError,
+    InexactRead,
+    array_converter,
+    arrow_field,
+    column_converter,
+    default_value,
+    json_type,
+    read_images,
+)
 
 __all__ = [
     "APP_ID",
@@ -64,19 +80,55 @@ class ApplyError(RuntimeError):
     """A micro-batch that cannot be applied faithfully (the message says what and where)."""
 
 
-class BatchRows(NamedTuple):
-    """The columns of a micro-batch's change rows, as Python lists, in binlog order."""
+class _AsList:
+    """An Arrow array read like a list: an item becomes a Python value when it is read."""
 
-    op: list[str]
-    database: list[str | None]
-    table: list[str | None]
-    pk: list[str | None]
-    before: list[str | None]
-    after: list[str | None]
-    file: list[str]
-    offset: list[int]
-    sql: list[str | None]
-    sql_database: list[str | None]
+    def __init__(self, array: pa.Array) -> None:
+        self.array = array
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.array[i].as_py()
+
+    def __contains__(self, value: object) -> bool:
+        return pc.any(pc.equal(self.array, value)).as_py() is True
+
+
+class BatchRows:
+    """A micro-batch's change rows in binlog order: its columns as Arrow arrays, and ``op``,
+    ``file`` and ``offset`` read like lists."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.columns = {name: table.column(name).combine_chunks() for name in table.column_names}
+        position = self.columns["position"]
+        self.op = _AsList(self.columns["op"])
+        self.file = _AsList(position.field("file"))
+        self.offset = _AsList(position.field("offset"))
+
+    def statements(self) -> list[int]:
+        """The DDL rows."""
+        return pc.indices_nonzero(pc.equal(self.columns["op"], "DDL").fill_null(False)).to_pylist()
+
+    def tables(self, start: int, stop: int) -> list[tuple[str, str, pa.Array]]:
+        """The data rows of ``[start, stop)`` with a key: (database, table, row numbers) per table, in
+        the order of their first rows."""
+        op, pk = (self.columns[c].slice(start, stop - start) for c in ("op", "pk"))
+        data = pc.and_(pc.not_equal(op, "DDL").fill_null(True), pk.is_valid())
+        rows = pc.add(pc.indices_nonzero(data).cast(pa.int64()), start)
+        names = pa.table({c: self.columns[c].take(rows) for c in ("database", "table")})
+        # Without threads, groups come in the order of their first rows and keep the rows' order.
+        groups = names.append_column("row", rows).group_by(["database", "table"], use_threads=False)
+        out = groups.aggregate([("row", "list")])
+        return list(
+            zip(
+                out["database"].to_pylist(),
+                out["table"].to_pylist(),
+                (v.values for v in out["row_list"]),
+                strict=True,
+            )
+        )
 
 
 def _segment(name: str) -> str:
@@ -111,6 +163,38 @@ def arrow_schema(table: Table) -> pa.Schema:
 
 def _columns(schema: pa.Schema) -> list[tuple[str, str]]:
     return [(f.name, str(f.type)) for f in Schema.from_arrow(schema).fields]
+
+
+class _Plan(NamedTuple):
+    schema: pa.Schema  # the current-state table's
+    convs: list[Callable[[list], pa.Array]]  # per column: values parsed by json.loads -> Arrow
+    builds: list[Callable[[ArrowValues], ArrowValues]]  # per column: values read by read_images -> Arrow
+    keys: list[Column]  # the key columns
+    readable: bool  # whether read key values compare as parsed ones do (read_images can be used)
+
+
+def _readable_key(col: Column) -> bool:
+    """Not FLOAT/DOUBLE (-0.0 == 0.0 when parsed) nor SET."""
+    t = json_type(col)
+    return t in (pa.int64(), pa.uint64(), pa.string()) or pa.types.is_struct(t)
+
+
+def _arange(n: int) -> pa.Array:
+    """0, 1, ..., n - 1 (without a Python list)."""
+    return pc.indices_nonzero(pa.repeat(True, n)).cast(pa.int64())
+
+
+def _take(values: pa.Array, rows: pa.Array) -> pa.Array:
+    """``values.take(rows)``; a slice (no copy) when the rows are consecutive."""
+    n = len(rows)
+    if n and rows[n - 1].as_py() - rows[0].as_py() == n - 1 and pc.all(pc.less(rows[:-1], rows[1:])).as_py():
+        return values.slice(rows[0].as_py(), n)
+    return values.take(rows)
+
+
+def _comparable(values: pa.Array) -> pa.Array:
+    """Key values as compared: a binary value by its base64 text (as the parsed ``{"base64": ...}``)."""
+    return pc.struct_field(values, [0]) if pa.types.is_struct(values.type) else values
 
 
 def _hashable(v: Any) -> Any:
@@ -152,7 +236,7 @@ class CurrentState:
         self.app_id = app_id
         self.step = 0
         self.warnings: list[str] = []
-        self._convs: dict[int, tuple[pa.Schema, list]] = {}
+        self._plans: dict[int, _Plan] = {}
 
     # ------------------------------------------------------------------ steps
     def _next(self) -> int | None:
@@ -175,22 +259,20 @@ class CurrentState:
 
     # ------------------------------------------------------------------ walk
     def apply(self, rows: BatchRows) -> None:
-        pending: dict[tuple[str, str], list[int]] = {}
-        last_ddl = None
-        for i, op in enumerate(rows.op):
-            if op == "DDL":
-                at = (rows.file[i], rows.offset[i])
-                if at != last_ddl:  # one statement, one row per table it touches
-                    last_ddl = at
-                    self._flush(rows, pending)
-                    pending = {}
-                    self._ddl(rows.sql[i] or "", rows.sql_database[i], f"{at[0]}:{at[1]}")
-            elif rows.pk[i] is not None:
-                pending.setdefault((rows.database[i], rows.table[i]), []).append(i)
-        self._flush(rows, pending)
+        start, last_ddl = 0, None
+        for i in rows.statements():
+            at = (rows.file[i], rows.offset[i])
+            if at != last_ddl:  # one statement, one row per table it touches
+                last_ddl = at
+                self._flush(rows, start, i)
+                start = i
+                sql, session_db = (rows.columns[c][i].as_py() for c in ("sql", "sql_database"))
+                self._ddl(sql or "", session_db, f"{at[0]}:{at[1]}")
+        self._flush(rows, start, len(rows.op))
 
-    def _flush(self, rows: BatchRows, pending: dict[tuple[str, str], list[int]]) -> None:
-        for (database, table), idx in pending.items():
+    def _flush(self, rows: BatchRows, start: int, stop: int) -> None:
+        """MERGE the data rows since the last DDL statement, a step per table."""
+        for database, table, idx in rows.tables(start, stop) if stop > start else []:
             step = self._next()
             if step is not None:
                 self._merge(database, table, idx, rows, step)
@@ -210,76 +292,34 @@ class CurrentState:
             )
         return t
 
-    def _plan(self, t: Table) -> tuple[pa.Schema, list]:
-        plan = self._convs.get(t.uid)
+    def _plan(self, t: Table) -> _Plan:
+        plan = self._plans.get(t.uid)
         if plan is None:
             try:
                 convs = [column_converter(c, self.zero_dates) for c in t.columns]
+                builds = [array_converter(c, self.zero_dates) for c in t.columns]
             except ColumnTypeError as exc:
                 raise ApplyError(f"{t.schema}.{t.name}: {exc}") from None
-            plan = self._convs[t.uid] = (arrow_schema(t), convs)
+            by_name = {c.name: c for c in t.columns}
+            keys = [by_name[name] for name, _ in t.primary_key if name in by_name]
+            readable = len(keys) == len(t.primary_key) and all(_readable_key(c) for c in keys)
+            plan = self._plans[t.uid] = _Plan(arrow_schema(t), convs, builds, keys, readable)
         return plan
 
-    def _merge(self, database: str, table: str, idx: list[int], rows: BatchRows, step: int) -> None:
-        first = f"first at {rows.file[idx[0]]}:{rows.offset[idx[0]]}"
+    def _merge(self, database: str, table: str, idx: pa.Array, rows: BatchRows, step: int) -> None:
+        i = idx[0].as_py()
+        first = f"first at {rows.file[i]}:{rows.offset[i]}"
         t = self._table(database, table, first)
+        plan = self._plan(t)
+        source = None
+        if plan.readable:
+            try:
+                source = self._read_source(t, plan, idx, rows)
+            except (pa.ArrowException, ValueError):
+                pass  # parsed one by one instead, which also says what is wrong if anything is
+        if source is None:
+            source = self._parse_source(database, table, first, t, plan, idx, rows)
         keys = [name for name, _ in t.primary_key]
-        names = [c.name for c in t.columns]
-
-        def key_of(image: dict, i: int) -> tuple:
-            try:
-                return tuple(_hashable(image[k]) for k in keys)
-            except KeyError as exc:
-                raise ApplyError(
-                    f"{database}.{table} at {rows.file[i]}:{rows.offset[i]}: the row has no key column {exc}; "
-                    f"the schema model's key is {keys}"
-                ) from None
-
-        # Keys are compared as parsed values, whatever the spacing of the JSON texts.
-        last: dict[tuple, tuple[str, Any]] = {}  # key -> ("U", row index) or ("D", key values)
-        for i in idx:
-            op, pk = rows.op[i], json.loads(rows.pk[i])
-            key = key_of(pk, i)
-            if op == "UPDATE":
-                old = json.loads(rows.before[i])
-                old_key = key_of(old, i)
-                if old_key != key:  # the key changed: the old one is deleted
-                    last[old_key] = ("D", {k: old[k] for k in keys})
-            last[key] = ("D", pk) if op == "DELETE" else ("U", i)
-        upserts, deletes, origin = [], [], []  # origin: the row of each upsert
-        for kind, v in last.values():
-            if kind == "D":
-                deletes.append(v)
-            else:
-                origin.append(v)
-                image = json.loads(rows.after[v])
-                if len(image) != len(names):
-                    raise ApplyError(
-                        f"{database}.{table} at {rows.file[v]}:{rows.offset[v]}: the after image has "
-                        f"{len(image)} of the {len(names)} columns (binlog_row_image must be FULL for "
-                        "current-state tables)"
-                    )
-                upserts.append(image)
-        schema, convs = self._plan(t)
-        arrays = []
-        for name, conv in zip(names, convs, strict=True):
-            try:
-                values = [u[name] for u in upserts] + [d.get(name) for d in deletes]
-                arrays.append(conv(values))
-            except KeyError:
-                raise ApplyError(
-                    f"{database}.{table} ({first}): the rows have no column `{name}`; the schema model does not "
-                    "match the source there"
-                ) from None
-            except ColumnTypeError as exc:
-                at = first
-                if exc.index is not None and exc.index < len(origin):
-                    at = f"at {rows.file[origin[exc.index]]}:{rows.offset[origin[exc.index]]}"
-                raise ApplyError(f"{database}.{table} ({at}): {exc}") from None
-            except (pa.ArrowException, OverflowError, ValueError, TypeError) as exc:
-                raise ApplyError(f"{database}.{table} ({first}): column `{name}`: {exc}") from None
-        arrays.append(pa.array(["U"] * len(upserts) + ["D"] * len(deletes), pa.string()))
-        source = pa.Table.from_arrays(arrays, schema=schema.append(pa.field(_OP, pa.string())))
         dt = self._open(database, table, t)
         if self._committed(dt, step):
             return
@@ -292,9 +332,119 @@ class CurrentState:
             .execute()
         )
 
+    def _read_source(self, t: Table, plan: _Plan, idx: pa.Array, rows: BatchRows) -> pa.Table:
+        """The MERGE source from the images as ``read_images`` reads them, which raises where
+        ``_parse_source`` could differ (it is the same otherwise)."""
+        names = [f"k{j}" for j in range(len(plan.keys))]  # no clash with the columns added below
+        op = rows.columns["op"].take(idx)
+        pk = read_images(_take(rows.columns["pk"], idx), plan.keys).rename_columns(names)
+        updates = pc.indices_nonzero(pc.equal(op, "UPDATE"))
+        old = read_images(_take(rows.columns["before"], idx.take(updates)), t.columns)
+        old = old.select([c.name for c in plan.keys]).rename_columns(names)
+        if any(c.null_count for c in pk.columns + old.columns):
+            raise InexactRead("a key value is null or missing")
+        # The changes in binlog order (seq); an UPDATE that changes its key deletes the old one first.
+        row = _arange(len(idx))
+        changes = pk.append_column("row", row).append_column("delete", pc.equal(op, "DELETE"))
+        changes = changes.append_column("seq", pc.add(pc.multiply(row, 2), 1))
+        moved = pc.indices_nonzero(
+            reduce(
+                pc.or_, [pc.not_equal(_comparable(old[k]), _comparable(pk[k].take(updates))) for k in names]
+            )
+        )
+        if len(moved):
+            moved_row = updates.take(moved).cast(pa.int64())
+            old = (
+                old.take(moved)
+                .append_column("row", moved_row)
+                .append_column("delete", pa.repeat(True, len(moved)))
+            )
+            changes = pa.concat_tables([changes, old.append_column("seq", pc.multiply(moved_row, 2))])
+            changes = changes.take(pc.sort_indices(changes["seq"]))
+        # The last change per key, in the order of the keys' first changes.
+        at = pa.table({**{k: _comparable(changes[k]) for k in names}, "at": _arange(changes.num_rows)})
+        per_key = at.group_by(names, use_threads=False).aggregate([("at", "min"), ("at", "max")])
+        if per_key.num_rows < changes.num_rows:
+            changes = changes.take(per_key["at_max"].take(pc.sort_indices(per_key["at_min"])))
+        deletes = changes.filter(changes["delete"])
+        upserts = changes.filter(pc.invert(changes["delete"]))["row"].combine_chunks()
+        after = read_images(_take(rows.columns["after"], idx.take(upserts)), t.columns, complete=True)
+        key_of = {c.name: k for c, k in zip(plan.keys, names, strict=True)}
+        arrays = []
+        for c, build in zip(t.columns, plan.builds, strict=True):
+            k = key_of.get(c.name)
+            gone = [pa.nulls(deletes.num_rows, json_type(c))] if k is None else deletes[k].chunks
+            arrays.append(build(pa.chunked_array(after[c.name].chunks + gone, json_type(c))))
+        return _source(plan, arrays, after.num_rows, deletes.num_rows)
+
+    def _parse_source(
+        self, database: str, table: str, first: str, t: Table, plan: _Plan, idx: pa.Array, rows: BatchRows
+    ) -> pa.Table:
+        """The MERGE source from the images parsed one by one (``json.loads``)."""
+        keys = [name for name, _ in t.primary_key]
+        names = [c.name for c in t.columns]
+        ops, pks, befores, afters = (
+            rows.columns[c].take(idx).to_pylist() for c in ("op", "pk", "before", "after")
+        )
+        row = idx.to_pylist()
+
+        def at(p: int) -> str:
+            return f"{rows.file[row[p]]}:{rows.offset[row[p]]}"
+
+        def key_of(image: dict, p: int) -> tuple:
+            try:
+                return tuple(_hashable(image[k]) for k in keys)
+            except KeyError as exc:
+                raise ApplyError(
+                    f"{database}.{table} at {at(p)}: the row has no key column {exc}; the schema model's key is {keys}"
+                ) from None
+
+        # Keys are compared as parsed values, whatever the spacing of the JSON texts.
+        last: dict[tuple, tuple[str, Any]] = {}  # key -> ("U", p) or ("D", key values); p: index in row
+        for p, op in enumerate(ops):
+            pk = json.loads(pks[p])
+            key = key_of(pk, p)
+            if op == "UPDATE":
+                old = json.loads(befores[p])
+                old_key = key_of(old, p)
+                if old_key != key:  # the key changed: the old one is deleted
+                    last[old_key] = ("D", {k: old[k] for k in keys})
+            last[key] = ("D", pk) if op == "DELETE" else ("U", p)
+        upserts, deletes, origin = [], [], []  # origin: the row of each upsert
+        for kind, v in last.values():
+            if kind == "D":
+                deletes.append(v)
+            else:
+                origin.append(v)
+                image = json.loads(afters[v])
+                if len(image) != len(names):
+                    raise ApplyError(
+                        f"{database}.{table} at {at(v)}: the after image has {len(image)} of the {len(names)} "
+                        "columns (binlog_row_image must be FULL for current-state tables)"
+                    )
+                upserts.append(image)
+        arrays = []
+        for name, conv in zip(names, plan.convs, strict=True):
+            try:
+                values = [u[name] for u in upserts] + [d.get(name) for d in deletes]
+                arrays.append(conv(values))
+            except KeyError:
+                raise ApplyError(
+                    f"{database}.{table} ({first}): the rows have no column `{name}`; the schema model does not "
+                    "match the source there"
+                ) from None
+            except ColumnTypeError as exc:
+                where = first
+                if exc.index is not None and exc.index < len(origin):
+                    where = f"at {at(origin[exc.index])}"
+                raise ApplyError(f"{database}.{table} ({where}): {exc}") from None
+            except (pa.ArrowException, OverflowError, ValueError, TypeError) as exc:
+                raise ApplyError(f"{database}.{table} ({first}): column `{name}`: {exc}") from None
+        return _source(plan, arrays, len(upserts), len(deletes))
+
     def _open(self, database: str, table: str, t: Table) -> DeltaTable:
         path = table_path(self.root, database, table)
-        schema = self._plan(t)[0]
+        schema = self._plan(t).schema
         if not DeltaTable.is_deltatable(str(path)):
             write_deltalake(str(path), schema.empty_table(), mode="error", name=f"{database}.{table}")
         dt = DeltaTable(str(path))
@@ -435,7 +585,8 @@ class CurrentState:
                     "(earlier rows are in the change log only)"
                 )
             return
-        schema, convs = self._plan(new)
+        plan = self._plan(new)
+        schema = plan.schema
         dt = DeltaTable(str(path))
         if [(f.name, str(f.type)) for f in dt.schema().fields] == _columns(schema) or self._committed(
             dt, step
@@ -444,7 +595,7 @@ class CurrentState:
         data = dt.to_pyarrow_table()
         sources = _column_sources(old, stmt)
         arrays = []
-        for col, field, conv in zip(new.columns, schema, convs, strict=True):
+        for col, field, conv in zip(new.columns, schema, plan.convs, strict=True):
             src = sources.get(col.name.lower())
             try:
                 if src is not None and src in data.column_names:
@@ -464,6 +615,12 @@ class CurrentState:
         write_deltalake(
             str(path), rewritten, mode="overwrite", schema_mode="overwrite", commit_properties=self._txn(step)
         )
+
+
+def _source(plan: _Plan, arrays: list[ArrowValues], upserts: int, deletes: int) -> pa.Table:
+    """The MERGE source: the upserted rows, then the deleted keys (the other columns null)."""
+    op = pa.concat_arrays([pa.repeat(pa.scalar("U"), upserts), pa.repeat(pa.scalar("D"), deletes)])
+    return pa.Table.from_arrays([*arrays, op], schema=plan.schema.append(pa.field(_OP, pa.string())))
 
 
 def _column_sources(old: Table | None, stmt: AlterTable | None) -> dict[str, str]:

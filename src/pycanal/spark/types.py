@@ -1,7 +1,8 @@
 """MySQL/MariaDB column types -> Arrow (and so Delta and Spark) types, and canonical values -> Arrow.
 
-The values come from the change rows' JSON images (``pycanal.binlog.canonical`` forms, parsed
-with ``json.loads``). The mapping (docs/spark.md has the table) keeps every value exact:
+The values come from the change rows' JSON images (``pycanal.binlog.canonical`` forms), read by
+pyarrow's JSON reader (``read_images``) or parsed with ``json.loads`` where that reader could read
+them otherwise. The mapping (docs/spark.md has the table) keeps every value exact:
 
 * integers widen where unsigned needs it (``INT UNSIGNED`` -> int64, ``BIGINT UNSIGNED`` and
   ``BIT(64)`` -> decimal(20,0)); ``DECIMAL(p,s)`` -> decimal(p,s), or its exact text when
@@ -23,11 +24,23 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from pycanal.parse.ddl import DdlParseError, tokenize
 from pycanal.parse.meta import Column
 
-__all__ = ["ColumnTypeError", "arrow_field", "column_converter", "default_value"]
+__all__ = [
+    "ArrowValues",
+    "ColumnTypeError",
+    "InexactRead",
+    "array_converter",
+    "arrow_field",
+    "column_converter",
+    "default_value",
+    "json_type",
+    "read_images",
+]
 
 _INTS = {
     # data type: (signed, unsigned)
@@ -104,28 +117,71 @@ def arrow_field(col: Column) -> pa.Field:
 
 
 # ------------------------------------------------------------------------------ values
-def _zero_date(text: str) -> bool:
-    """A zero date or a date with a zero month or day (MariaDB allows them outside strict modes)."""
-    return text[5:7] == "00" or text[8:10] == "00" or text.startswith("0000")
+# A column's values come parsed by ``json.loads`` (Python values: ``column_converter``) or read by
+# pyarrow's JSON reader (an array of the column's ``json_type``: ``array_converter``, ``read_images``);
+# where both convert alike, the first builds the array of the second.
+_TEMPORAL = frozenset({"date", "datetime", "timestamp"})
+_BASE64 = pa.struct([("base64", pa.string())])
+ArrowValues = pa.Array | pa.ChunkedArray  # a column's values, in one piece or chunks
 
 
-def _temporal(col: Column, target: pa.DataType, zero_dates: str) -> Callable[[list], pa.Array]:
+def json_type(col: Column) -> pa.DataType:
+    """The type ``read_images`` reads the column's canonical JSON values as."""
+    target = arrow_type(col)
+    dt = col.data_type.lower()
+    if dt == "set":
+        return pa.list_(pa.string())
+    if dt in _BINARY:
+        return _BASE64
+    if pa.types.is_decimal(target) and dt != "decimal":  # BIGINT UNSIGNED, BIT(64)
+        return pa.uint64()
+    if pa.types.is_integer(target):
+        return pa.int64()
+    if pa.types.is_floating(target):
+        return pa.float64()  # FLOAT too: json.loads gives doubles, narrowed like pa.array does
+    return pa.string()  # DECIMAL, temporal, text
+
+
+def array_converter(col: Column, zero_dates: str = "error") -> Callable[[ArrowValues], ArrowValues]:
+    """``build(values) -> Arrow array`` for one column; ``values`` have the column's ``json_type``."""
+    target = arrow_type(col)
+    dt = col.data_type.lower()
+    if dt in _TEMPORAL:
+        return _temporal(col, target, zero_dates)
+    if dt in _BINARY:
+        return _from_base64
+    return lambda values: values.cast(target)  # numbers narrowed or widened, DECIMAL parsed, text as is
+
+
+def _temporal(col: Column, target: pa.DataType, zero_dates: str) -> Callable[[ArrowValues], ArrowValues]:
     via = pa.timestamp("us") if pa.types.is_timestamp(target) else target
 
-    def build(values: list) -> pa.Array:
-        out = values
-        zero = [i for i, v in enumerate(values) if v is not None and _zero_date(v)]
-        if zero:
+    def build(texts: ArrowValues) -> ArrowValues:
+        # A zero date or a date with a zero month or day (MariaDB allows them outside strict modes).
+        zero = pc.or_(
+            pc.or_(
+                pc.equal(pc.utf8_slice_codeunits(texts, 5, 7), "00"),
+                pc.equal(pc.utf8_slice_codeunits(texts, 8, 10), "00"),
+            ),
+            pc.starts_with(texts, "0000"),
+        ).fill_null(False)
+        if pc.any(zero).as_py():
             if zero_dates != "null":
+                first = pc.index(zero, True).as_py()
                 raise ColumnTypeError(
-                    f"column `{col.name}` ({col.column_type}) holds the zero date {values[zero[0]]!r}, which "
-                    "Arrow/Spark cannot hold (apply with zero_dates='null' to store NULL instead)",
-                    zero[0],
+                    f"column `{col.name}` ({col.column_type}) holds the zero date {texts[first].as_py()!r}, "
+                    "which Arrow/Spark cannot hold (apply with zero_dates='null' to store NULL instead)",
+                    first,
                 )
-            out = [None if v is not None and _zero_date(v) else v for v in values]
-        return pa.array(out, pa.string()).cast(via).cast(target)
+            texts = pc.if_else(zero, pa.scalar(None, pa.string()), texts)
+        return texts.cast(via).cast(target)
 
     return build
+
+
+def _from_base64(values: ArrowValues) -> pa.Array:
+    texts = pc.struct_field(values, [0])
+    return pa.array([None if t is None else base64.b64decode(t) for t in texts.to_pylist()], pa.binary())
 
 
 def _binary(col: Column) -> Callable[[list], pa.Array]:
@@ -192,12 +248,9 @@ def column_converter(col: Column, zero_dates: str = "error") -> Callable[[list],
     """``build(values) -> Arrow array`` for one column; ``values`` are parsed canonical values."""
     target = arrow_type(col)
     dt = col.data_type.lower()
-    if dt == "date" or dt == "datetime" or dt == "timestamp":
-        return _temporal(col, target, zero_dates)
-    if dt == "decimal":
-        return lambda values: pa.array(values, pa.string()).cast(target)
-    if pa.types.is_decimal(target):  # BIGINT UNSIGNED, BIT(64)
-        return lambda values: pa.array(values, pa.uint64()).cast(target)
+    if dt in _TEMPORAL or dt == "decimal" or pa.types.is_decimal(target):
+        build, form = array_converter(col, zero_dates), json_type(col)
+        return lambda values: build(pa.array(values, form))
     if dt in _TEXT or dt == "time":
         return _text(col)
     if dt == "json":
@@ -209,6 +262,87 @@ def column_converter(col: Column, zero_dates: str = "error") -> Callable[[list],
     if dt in _BINARY:
         return _binary(col)
     return lambda values: pa.array(values, target)  # integers, YEAR, BIT, FLOAT, DOUBLE
+
+
+# ------------------------------------------------------------------------------ JSON images
+class InexactRead(ValueError):
+    """Images that pyarrow's JSON reader might read otherwise than ``json.loads``."""
+
+
+_BLOCK = 1 << 20  # the reader's default: blocks for its threads
+# Names whose `"<name>":` in an image's text can only be that key: they need no escapes, and have
+# no character that could end another string or value there (`"` `:` `[` `]`; `,` `{` `}` and blanks
+# arrow_field refuses).
+_PLAIN_NAME = re.compile(r'[^"\\:\[\]\x00-\x1f]+')
+_WS = r"[ \t\n\r]*"
+_FLOAT_LITERAL = (
+    rf"{_WS}:{_WS}(NaN|-?Infinity|-?(0|[1-9][0-9]*)(\.[0-9]+([eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)){_WS}[,}}]"
+)
+_NULL_LITERAL = rf"{_WS}:{_WS}null"
+
+
+def read_images(texts: pa.Array, columns: list[Column], *, complete: bool = False) -> pa.Table:
+    """Row images (JSON object texts, one per row) read by pyarrow's JSON reader, a ``json_type``
+    column per column: the values ``json.loads`` gives, or ``InexactRead`` or an Arrow error where
+    they could differ. ``complete``: each image must hold every column (the reader gives null for
+    a missing one)."""
+    schema = pa.schema([pa.field(c.name, json_type(c)) for c in columns])
+    if len(texts) == 0:
+        return schema.empty_table()
+    # A text per line. The reader takes several objects on a line and an object across lines, and
+    # crashes on a first line `null`; with each line '{' ... '}' (a '}' and then the next line's '{'
+    # cannot be inside an object), one row per line means one object per line, all of it.
+    if (
+        texts.null_count
+        or not pc.all(pc.starts_with(texts, "{")).as_py()
+        or not pc.all(pc.ends_with(texts, "}")).as_py()
+        or pc.any(pc.match_substring_regex(texts, "\n")).as_py()
+    ):
+        raise InexactRead("not one JSON object per text")
+    texts.validate(full=True)  # UTF-8, which the reader does not check
+    lines = pc.binary_join_element_wise(texts, "", "\n")  # a new array: its data starts at 0
+    sizes = pc.binary_length(lines)
+    data = lines.buffers()[2][: pc.sum(sizes).as_py()]
+    block = max(_BLOCK, pc.max(sizes).as_py())
+    read = pj.read_json(
+        pa.BufferReader(data),
+        read_options=pj.ReadOptions(block_size=block),
+        parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
+    )
+    if read.num_rows != len(texts):
+        raise InexactRead("not one JSON object per text")
+    for col in columns:
+        values = read.column(col.name)
+        if values.type == _BASE64 and pc.struct_field(values, [0]).null_count != values.null_count:
+            raise InexactRead(f"column `{col.name}`: a binary value without its base64 text")
+        if pa.types.is_floating(values.type):
+            _check_floats(texts, columns, col, values)
+        if complete and values.null_count:
+            if not _found(texts.filter(values.is_null().combine_chunks()), columns, col, _NULL_LITERAL):
+                raise InexactRead(f"an image without column `{col.name}`")
+    return read
+
+
+def _check_floats(texts: pa.Array, columns: list[Column], col: Column, values: ArrowValues) -> None:
+    """``json.loads`` reads an integer literal as an int, which pa.array turns into a float only up
+    to 2**53 (2**24 for FLOAT) and without the sign of -0; the reader also takes Inf and -NaN, which
+    ``json.loads`` refuses. A value that could come from such a literal must show a float literal."""
+    limit = 2.0**24 if arrow_type(col) == pa.float32() else 2.0**53
+    odd = pc.or_(
+        pc.or_(pc.invert(pc.is_finite(values)), pc.greater_equal(pc.abs(values), limit)),
+        pc.and_(pc.equal(values, 0), pc.less(pc.divide(1.0, values), 0)),  # -0
+    ).fill_null(False)
+    if pc.any(odd).as_py() and not _found(texts.filter(odd.combine_chunks()), columns, col, _FLOAT_LITERAL):
+        raise InexactRead(f"column `{col.name}`: a float that may come from an integer literal")
+
+
+def _found(texts: pa.Array, columns: list[Column], col: Column, value: str) -> bool:
+    """Whether each text has ``"<col>"`` followed by ``value`` (a regular expression). For texts
+    the reader took with these columns, so their only keys are the columns' names (and ``base64``
+    in a binary value, whose value is text): with plain names, what is found is the column."""
+    if not all(_PLAIN_NAME.fullmatch(c.name) for c in columns):
+        return False
+    return pc.all(pc.match_substring_regex(texts, '"' + re.escape(col.name) + '"' + value)).as_py()
 
 
 # ------------------------------------------------------------------------------ defaults
