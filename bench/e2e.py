@@ -50,7 +50,10 @@ def log(msg: str) -> None:
     print(f"[e2e-bench {time.monotonic() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
-def write_conf(root: Path, db: PrivateMariaDB, port: int, start: tuple[str, int]) -> None:
+def write_conf(
+    root: Path, db: PrivateMariaDB, port: int, start: tuple[str, int], tables: str, extra: str = ""
+) -> None:
+    """A conf dir for one destination ``bench`` (the shipped defaults, plus ``extra`` lines)."""
     (root / "bench").mkdir(parents=True)
     (root / "canal.properties").write_text(
         f"canal.ip = 127.0.0.1\ncanal.port = {port}\ncanal.metrics.pull.port = {free_port()}\n"
@@ -63,7 +66,7 @@ def write_conf(root: Path, db: PrivateMariaDB, port: int, start: tuple[str, int]
         f"canal.instance.master.position = {start[1]}\n"
         f"canal.instance.dbUsername = {db.repl_user}\n"
         f"canal.instance.dbPassword = {db.repl_password}\n"
-        f"canal.instance.filter.regex = {db.database}\\\\.({decode_bench.TABLE}|{LAT_TABLE})\n"
+        f"canal.instance.filter.regex = {db.database}\\\\.({tables})\n{extra}"
     )
 
 
@@ -179,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 result["python_mysql_replication"] = pmr
             port = free_port()
             conf = Path(tmp) / "conf"
-            write_conf(conf, db, port, (path.name, 4))
+            write_conf(conf, db, port, (path.name, 4), f"{decode_bench.TABLE}|{LAT_TABLE}")
             proc = start_server(conf, port, Path(tmp) / "server.log")
             try:
                 conn = SimpleConnector(("127.0.0.1", port), "bench")

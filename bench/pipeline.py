@@ -2,21 +2,24 @@
 (change log + current-state Delta table), against python-mysql-replication reading the same
 binlog in the same run.
 
-The server is an embedded server + ``CanalTcpServer`` in this process; the Spark query
-(``local[2]``, this process's driver) writes to a temporary lake.
+The server is a ``pycanal server`` process (the shipped defaults: a 16 MB MEMSIZE store, so a
+micro-batch holds at most ~8 MB of entries); the Spark query (``local[2]``, this process's
+driver, the job's settings) writes to a temporary lake.
 
+0. a warm-up: 1,000 rows through the pipeline (Spark starts its Python workers).
 1. ``delay``: a writer inserts 100-row transactions at ``--rate`` rows/s for ``--delay-seconds``;
    a poller reads the current-state Delta table every 100 ms; the delay of a row is the time from
-   its COMMIT returning to the first poll that sees it: p50/p99. (This also warms Spark up.)
-2. ``throughput``: the query is stopped, ``--rows`` rows (the ``bench/decode.py`` table,
-   1,000-row INSERTs) are loaded, and the query restarts from its checkpoint. The end is when
-   both tables hold every row (the change log's commit markers and the Delta table's row count,
-   polled every 50 ms); rows/s from the start of the first micro-batch with rows (the server
-   to the tables), and from the query's ``start()`` (Spark's restart included).
+   its COMMIT returning to the first poll that sees it: p50/p99.
+2. ``throughput``: the server process is paused (SIGSTOP) while ``--rows`` rows (the
+   ``bench/decode.py`` table, 1,000-row INSERTs) are loaded, then resumed: the running query
+   takes the backlog. rows/s from the resume to the moment both tables hold every row (the
+   change log's commit markers and the Delta table's row count, polled every 50 ms), with the
+   CPU seconds each process kind used meanwhile and Spark's mean phase times per micro-batch.
 
 One JSON object goes to stdout; progress to stderr.
 
     .venv/bin/python bench/pipeline.py [--rows 300000] [--rate 2000] [--delay-seconds 20] [--skip-pmr]
+        [--batch-size N] [--store-mb 128] [--pause source|server]
 """
 
 from __future__ import annotations
@@ -26,25 +29,23 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decode as decode_bench  # noqa: E402
-from pycanal.instance import CanalInstance  # noqa: E402
-from pycanal.meta import MemoryMetaManager  # noqa: E402
-from pycanal.parse.position import EntryPosition  # noqa: E402
-from pycanal.server import CanalServerWithEmbedded  # noqa: E402
-from pycanal.server.tcp import CanalTcpServer  # noqa: E402
+import e2e as e2e_bench  # noqa: E402
+from pycanal.spark.changelog import ChangeLog  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
-from pycanal.spark.job import spark_session, start_pipeline  # noqa: E402
+from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
+from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
 
 _T0 = time.monotonic()
@@ -55,34 +56,132 @@ def log(msg: str) -> None:
     print(f"[pipeline-bench {time.monotonic() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
-def _epoch(iso: str) -> float:
-    """A progress report's ``timestamp`` (UTC, ISO 8601) as epoch seconds."""
-    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+def processes() -> dict[int, tuple[str, float]]:
+    """This process and its descendants: pid -> (kind, CPU seconds used so far). Kinds: the
+    JVM, the source's runner, Spark's Python workers, the pycanal server, this driver."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, str, float]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{d}/stat").read_text()
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                f = stat[stat.rindex(")") + 2 :].split()
+                stats[int(d)] = (int(f[1]), cmd, (int(f[11]) + int(f[12])) / tick)
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        mine.add(pid)
+        todo += [p for p, (ppid, _, _) in stats.items() if ppid == pid]
+    out = {}
+    for pid in mine & stats.keys():
+        _, cmd, secs = stats[pid]
+        kind = (
+            "jvm" if "java" in cmd.split(" ", 1)[0]
+            else "source_runner" if "python_streaming_source_runner" in cmd
+            else "python_workers" if "pyspark" in cmd
+            else "server" if "pycanal.cli" in cmd
+            else "driver" if pid == os.getpid()
+            else "other"
+        )  # fmt: skip
+        out[pid] = (kind, secs)
+    return out
 
 
-def wait_applied(query: Any, lake: Path, database: str, rows: int) -> float:
-    """Poll until the change log holds ``rows`` + 2 rows (the workload's DROP and CREATE TABLE)
-    and the current-state table ``rows`` rows; returns the epoch time it was seen."""
+def cpu_by_kind() -> dict[str, float]:
+    out: dict[str, float] = {}
+    for kind, secs in processes().values():
+        out[kind] = out.get(kind, 0.0) + secs
+    return out
+
+
+def wait_idle(pid: int, deadline: float = 300) -> None:
+    """Wait until ``pid`` used under 2% of a core over half a second (the server has parsed
+    the backlog into its store, or the store is full)."""
+    end = time.monotonic() + deadline
+    last = processes()[pid][1]
+    while time.monotonic() < end:
+        time.sleep(0.5)
+        now = processes()[pid][1]
+        if now - last < 0.01:
+            return
+        last = now
+    raise RuntimeError(f"process {pid} still busy after {deadline} s")
+
+
+def progress_with_rows(query: Any) -> list[dict[str, Any]]:
+    """The progress reports of the micro-batches with rows (Spark posts one after its batch ends,
+    which can be after the poller saw the rows)."""
+    deadline = time.monotonic() + 60
+    while True:
+        batches = [p for p in query.recentProgress if p["numInputRows"]]
+        if batches and not query.status["isTriggerActive"]:
+            return batches
+        if time.monotonic() > deadline:
+            raise RuntimeError("no progress report of the micro-batches within 60 s")
+        time.sleep(0.1)
+
+
+def changelog_rows(lake: Path) -> int:
+    marks = ChangeLog(lake).commits
+    return sum(json.loads(m.read_text())["rows"] for m in marks.glob("*.json")) if marks.is_dir() else 0
+
+
+def wait_applied(query: Any, lake: Path, database: str, rows: int, logged_before: int) -> float:
+    """Poll until the change log holds ``rows`` + 2 more rows than ``logged_before`` (the
+    workload's DROP and CREATE TABLE) and the current-state table ``rows`` rows; returns the
+    epoch time it was seen. The poll is
+    cheap (it shares the driver's process): a marker is read once, the Delta table is opened
+    only when its log has a new version."""
     from deltalake import DeltaTable
 
-    from pycanal.spark.changelog import ChangeLog
-
     marks = ChangeLog(lake).commits
-    path = str(table_path(lake, database, decode_bench.TABLE))
+    path = table_path(lake, database, decode_bench.TABLE)
+    seen: dict[str, int] = {}
+    versions, current = 0, 0
     deadline = time.monotonic() + 600
-    logged = 0
     while True:
-        if query.exception() is not None:
-            raise RuntimeError(f"query failed: {query.exception()}")
-        logged = sum(json.loads(m.read_text())["rows"] for m in marks.glob("*.json")) if marks.is_dir() else 0
-        current = 0
-        with contextlib.suppress(Exception):  # not created yet, or being committed: poll again
-            current = sum(DeltaTable(path).get_add_actions(flatten=True).column("num_records").to_pylist())
+        for m in marks.glob("*.json") if marks.is_dir() else []:
+            if m.name not in seen:
+                seen[m.name] = json.loads(m.read_text())["rows"]
+        logged = sum(seen.values()) - logged_before
+        log_dir = path / "_delta_log"
+        n = len(list(log_dir.glob("*.json"))) if log_dir.is_dir() else 0
+        if n != versions:
+            with contextlib.suppress(Exception):  # being committed: poll again
+                current = sum(
+                    DeltaTable(str(path)).get_add_actions(flatten=True).column("num_records").to_pylist()
+                )
+                versions = n
         if logged >= rows + 2 and current >= rows:
             return time.time()
+        if query.exception() is not None:
+            raise RuntimeError(f"query failed: {query.exception()}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"after 600 s: {logged:,} rows in the change log, {current:,} in the table")
         time.sleep(0.05)
+
+
+def warm_up(db: PrivateMariaDB, lake: Path) -> None:
+    """A few transactions through the pipeline, waited for in the current-state table."""
+    from deltalake import DeltaTable
+
+    with db.root_connection(db.database) as c, c.cursor() as cur:
+        for t in range(5):
+            cur.execute(
+                f"INSERT INTO `{DELAY_TABLE}` VALUES "
+                + ",".join(f"({-i},0)" for i in range(t * 200 + 1, t * 200 + 201))
+            )
+            c.commit()
+            time.sleep(0.3)
+    path = str(table_path(lake, db.database, DELAY_TABLE))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if DeltaTable(path).to_pyarrow_table(columns=["id"]).num_rows >= 1000:
+                return
+        time.sleep(0.2)
+    raise RuntimeError("the warm-up rows did not reach the current-state table within 120 s")
 
 
 def delay_phase(db: PrivateMariaDB, lake: Path, seconds: float, rate: int) -> dict[str, Any]:
@@ -121,7 +220,8 @@ def delay_phase(db: PrivateMariaDB, lake: Path, seconds: float, rate: int) -> di
             continue
         now = time.perf_counter()
         for i in ids:
-            visible.setdefault(i, now)
+            if i >= 0:  # not a warm-up row
+                visible.setdefault(i, now)
     thread.join()
     delays = sorted(visible[i] - committed[i] for i in range(total) if i in visible and i in committed)
     if len(delays) != total:
@@ -140,6 +240,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=2_000)
     ap.add_argument("--delay-seconds", type=float, default=20.0)
     ap.add_argument("--skip-pmr", action="store_true")
+    ap.add_argument("--batch-size", type=int, help="the source's batchSize (entries per micro-batch)")
+    ap.add_argument(
+        "--store-mb", type=int, default=128, help="the server's store (MEMSIZE): holds the backlog"
+    )
+    ap.add_argument(
+        "--pause", choices=("source", "server"), default="source", help="what waits while loading"
+    )
     args = ap.parse_args(argv)
     load_start = os.getloadavg()
     result: dict[str, Any] = {}
@@ -151,72 +258,94 @@ def main(argv: list[str] | None = None) -> int:
         with db:
             log(f"MariaDB {db.version} on port {db.port}")
             db.execute(f"CREATE TABLE `{db.database}`.`{DELAY_TABLE}` (id INT PRIMARY KEY, v INT)")
-            start = EntryPosition(*db.current_binlog())
+            start = db.current_binlog()
             db.execute(f"DROP TABLE `{db.database}`.`{DELAY_TABLE}`")
             db.execute(f"CREATE TABLE `{db.database}`.`{DELAY_TABLE}` (id INT PRIMARY KEY, v INT)")
-            server = CanalServerWithEmbedded()
-            parser = {
-                "master_address": (db.host, db.port),
-                "username": db.repl_user,
-                "password": db.repl_password,
-                "master_position": start,
-            }
-            server.add_instance(
-                CanalInstance("bench", parser, store={"buffer_size": 65536}, meta_manager=MemoryMetaManager())
+            port = free_port()
+            conf = Path(tmp) / "conf"
+            # 65,536 slots of store_mb / 65,536 bytes (MEMSIZE); Canal's default is 16,384 of 1 KB
+            extra = (
+                "canal.instance.memory.buffer.size = 65536\n"
+                f"canal.instance.memory.buffer.memunit = {args.store_mb * 1024 * 1024 // 65536}\n"
             )
-            tcp = CanalTcpServer(server).start()
+            e2e_bench.write_conf(conf, db, port, start, f"{decode_bench.TABLE}|{DELAY_TABLE}", extra)
+            server = e2e_bench.start_server(conf, port, Path(tmp) / "server.log")
             lake = Path(tmp) / "lake"
             spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-bench")
 
-            def start_query() -> Any:
+            def start() -> Pipeline:
                 return start_pipeline(
                     spark,
                     lake,
-                    address=f"127.0.0.1:{tcp.port}",
+                    address=f"127.0.0.1:{port}",
                     destination="bench",
                     trigger="500 milliseconds",
+                    batch_size=args.batch_size,
                 )
 
-            query = start_query()
+            pipeline = start()
             try:
-                # 1. commit-to-visible delay at a steady rate (also warms Spark and its workers up)
+                warm_up(db, lake)  # Spark's first micro-batches start its workers: not measured
+                # 1. commit-to-visible delay at a steady rate
                 result["delay"] = delay_phase(db, lake, args.delay_seconds, args.rate)
                 log(f"delay: {result['delay']}")
-                query.stop()
-                # 2. throughput: the rows are loaded while the query is stopped, then it restarts
-                #    from its checkpoint and applies them all; timed from start() to the last row
-                log(f"loading {args.rows:,} rows")
-                path, size = decode_bench.load_workload(db, args.rows)
-                t_restart = time.time()
-                query = start_query()
-                t_done = wait_applied(query, lake, db.database, args.rows)
-                batches = [p for p in query.recentProgress if p["numInputRows"]]
-                t_first = min(_epoch(p["timestamp"]) for p in batches)
-                secs, secs_restart = t_done - t_first, t_done - t_restart
+                # 2. throughput: the rows are loaded while the source (its runner process) or the
+                #    server is paused (SIGSTOP); then it resumes and the running query takes the
+                #    backlog. With the source paused the server parses the backlog into its store
+                #    first: the time is from the server into the tables.
+                paused = next(
+                    pid
+                    for pid, (kind, _) in processes().items()
+                    if kind == ("source_runner" if args.pause == "source" else "server")
+                )
+                log(f"loading {args.rows:,} rows while the {args.pause} is paused")
+                os.kill(paused, signal.SIGSTOP)
+                try:
+                    path, size = decode_bench.load_workload(db, args.rows)
+                    if args.pause == "source":
+                        wait_idle(server.pid)
+                except BaseException:
+                    os.kill(paused, signal.SIGCONT)
+                    raise
+                before = {p["batchId"] for p in pipeline.query.recentProgress}
+                logged_before = changelog_rows(lake)
+                cpu0 = cpu_by_kind()
+                t_resume = time.time()
+                os.kill(paused, signal.SIGCONT)
+                t_done = wait_applied(pipeline.query, lake, db.database, args.rows, logged_before)
+                cpu = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in cpu_by_kind().items()}
+                batches = [p for p in progress_with_rows(pipeline.query) if p["batchId"] not in before]
+                secs = t_done - t_resume
                 result["pycanal_pipeline"] = {
                     "rows": args.rows,
                     "wall_s": round(secs, 3),
                     "rows_per_s": round(args.rows / secs),
-                    "wall_s_incl_restart": round(secs_restart, 3),
-                    "rows_per_s_incl_restart": round(args.rows / secs_restart),
                     "batches": len(batches),
                     "rows_per_batch_max": max(p["numInputRows"] for p in batches),
+                    "cpu_s": {k: v for k, v in sorted(cpu.items()) if v > 0},
+                    "batch_ms_mean": {  # Spark's phases per micro-batch (addBatch: read + sink)
+                        k: round(statistics.mean(p["durationMs"].get(k, 0) for p in batches))
+                        for k in (
+                            "latestOffset",
+                            "walCommit",
+                            "addBatch",
+                            "commitOffsets",
+                            "triggerExecution",
+                        )
+                    },
                 }
-                log(
-                    f"pipeline: {args.rows:,} rows in both tables {secs:.2f}s after the first micro-batch began, "
-                    f"{secs_restart:.2f}s after the query restarted"
-                )
-                query.stop()
-                if not args.skip_pmr:  # after the pipeline: Spark's idle Python workers stay warm
+                log(f"pipeline: {args.rows:,} rows in both tables {secs:.2f}s after the server resumed")
+                pipeline.stop()
+                if not args.skip_pmr:
                     pmr_run = decode_bench.PmrRun(db, path.name)
                     result["python_mysql_replication"] = decode_bench.best_of(
                         "python-mysql-replication", 1, pmr_run, args.rows
                     )
             finally:
-                query.stop()
+                pipeline.query.stop()
                 spark.stop()
-                tcp.stop()
-                server.stop()
+                server.terminate()
+                server.wait(timeout=30)
     pmr = result.get("python_mysql_replication")
     if pmr and result["pycanal_pipeline"]["rows_per_s"]:
         result["ratio_vs_pmr"] = round(result["pycanal_pipeline"]["rows_per_s"] / pmr["rows_per_s"], 2)

@@ -25,8 +25,8 @@ import pytest
 from deltalake import DeltaTable
 
 import workload
-from pycanal.spark.apply import ApplyError, ChangeApplier, apply_changes
-from pycanal.spark.changelog import change_log_files, read_change_log
+from pycanal.spark.apply import ApplyError, ChangeApplier, applied_batch_ids, apply_changes
+from pycanal.spark.changelog import ChangeLog, change_log_files, read_change_log
 from pycanal.spark.current import APP_ID, read_current, table_path
 from pycanal.spark.rows import ChangeRow, RowPosition
 from pycanal.testing import PrivateMariaDB
@@ -229,12 +229,71 @@ def test_crash_inside_a_batch_then_replay(
     with pytest.raises(KeyboardInterrupt):
         ChangeApplier(crashed, zero_dates="null")(table.slice(half), 1)
     monkeypatch.undo()
-    assert not (crashed / "changelog" / "_pycanal_commits" / f"{1:020d}.json").exists()
-    ChangeApplier(crashed, zero_dates="null")(table.slice(half), 1)
+    # The change log has the batch (Spark may commit it now); the current state does not yet.
+    assert (crashed / "changelog" / "_pycanal_commits" / f"{1:020d}.json").exists()
+    assert applied_batch_ids(crashed) == [0]
+    ChangeApplier(crashed, zero_dates="null")(table.slice(half), 1)  # caught up, then a no-op
+    assert applied_batch_ids(crashed) == [0, 1]
 
     assert current_rows(crashed, db, "t_all_types") == current_rows(clean, db, "t_all_types")
     count = "SELECT count(*), count(DISTINCT (position.file, position.offset, position.row)) FROM read_parquet({})"
     assert duck().execute(count.format(change_log_files(crashed))).fetchone() == (len(rows), len(rows))
+
+
+def test_background_apply_equals_inline_and_recovers_after_a_crash(
+    all_types: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``background=True``: the current state of batch N is applied while batch N+1 is read. The
+    result equals the inline one; a process dying while a background apply runs (after the
+    change log has the batch and Spark has committed it) loses nothing: the next applier catches
+    up from the change log before its first batch."""
+    db, rows = all_types
+    table = arrow_rows(rows)
+    clean = tmp_path / "clean"
+    apply_in_batches(clean, rows, 3, zero_dates="null")
+
+    smooth = tmp_path / "background"
+    apply_in_batches(smooth, rows, 3, zero_dates="null", background=True).wait()
+    assert current_rows(smooth, db, "t_all_types") == current_rows(clean, db, "t_all_types")
+    assert applied_batch_ids(smooth) == [0, 1, 2]
+
+    crashed = tmp_path / "crashed"
+    cut = len(rows) // 3
+    applier = ChangeApplier(crashed, zero_dates="null", background=True)
+    applier(table.slice(0, cut), 0)
+    real_journal = ChangeApplier._journal
+
+    def die_in_batch_1(self: ChangeApplier, batch_id: int, step: int) -> None:
+        real_journal(self, batch_id, step)
+        if batch_id == 1:
+            raise KeyboardInterrupt("simulated process death")
+
+    monkeypatch.setattr(ChangeApplier, "_journal", die_in_batch_1)
+    applier(table.slice(cut, cut), 1)  # returns once batch 1 is in the change log
+    with pytest.raises(KeyboardInterrupt):
+        applier.wait()
+    monkeypatch.undo()
+    assert ChangeLog(crashed).batch_ids() == [0, 1] and applied_batch_ids(crashed) == [0]
+    restarted = ChangeApplier(crashed, zero_dates="null", background=True)
+    restarted(table.slice(2 * cut), 2)  # Spark goes on with batch 2: batch 1 is caught up first
+    restarted.wait()
+    assert applied_batch_ids(crashed) == [0, 1, 2]
+    assert current_rows(crashed, db, "t_all_types") == current_rows(clean, db, "t_all_types")
+    count = "SELECT count(*), count(DISTINCT (position.file, position.offset, position.row)) FROM read_parquet({})"
+    assert duck().execute(count.format(change_log_files(crashed))).fetchone() == (len(rows), len(rows))
+
+
+def test_a_background_error_fails_the_next_batch(tmp_path: Path) -> None:
+    """The error of batch N's background apply is raised by the call for batch N+1, before that
+    batch is committed; a new applier tries batch N again."""
+    unknown = [row("INSERT", 100, None, item(b"a", 1, "x"))]
+    applier = ChangeApplier(tmp_path, background=True)
+    applier(arrow_rows(unknown), 0)
+    with pytest.raises(ApplyError, match=r"rows of shop\.item \(first at mysql-bin\.000007:100\)"):
+        applier(arrow_rows([row("INSERT", 200, None, item(b"b", 2, "y"))]), 1)
+    assert ChangeLog(tmp_path).batch_ids() == [0] and applied_batch_ids(tmp_path) == []
+    with pytest.raises(ApplyError, match="the table is not in the schema model"):
+        ChangeApplier(tmp_path, background=True)(arrow_rows(unknown), 0)
 
 
 # --------------------------------------------------------------------------- MERGE semantics
@@ -347,7 +406,7 @@ def test_ddl_evolves_the_tables(mariadb: PrivateMariaDB, tmp_path: Path) -> None
     ]
     warnings = [
         w
-        for p in sorted((tmp_path / "changelog/_pycanal_commits").iterdir())
+        for p in sorted((tmp_path / "_pycanal" / "applied").iterdir())
         for w in json.loads(p.read_text())["warnings"]
     ]
     assert any("current_timestamp()" in w and "existing rows get NULL" in w for w in warnings), warnings
@@ -395,7 +454,10 @@ def test_rows_of_a_table_the_model_does_not_know(tmp_path: Path) -> None:
         match=r"rows of shop\.item \(first at mysql-bin\.000007:100\): the table is not in the schema model",
     ):
         ChangeApplier(tmp_path)(arrow_rows(rows), 0)
-    assert not (tmp_path / "changelog" / "_pycanal_commits").exists()
+    # In the change log, not applied: the next start tries it again (and fails the same way).
+    assert ChangeLog(tmp_path).batch_ids() == [0] and applied_batch_ids(tmp_path) == []
+    with pytest.raises(ApplyError, match="the table is not in the schema model"):
+        ChangeApplier(tmp_path)(arrow_rows(rows), 0)
 
 
 # --------------------------------------------------------------------------- through Spark

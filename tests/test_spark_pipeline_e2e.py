@@ -26,7 +26,8 @@ from pycanal.parse.filter import TableFilter
 from pycanal.parse.position import EntryPosition
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
-from pycanal.spark.changelog import change_log_files
+from pycanal.spark.apply import applied_batch_ids
+from pycanal.spark.changelog import ChangeLog, change_log_files
 from pycanal.spark.check import compare_table
 from pycanal.spark.rows import EventRows
 from pycanal.testing import PrivateMariaDB
@@ -134,6 +135,10 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, tmp_path: Path) -> None
         assert len(got) == len(set(got)), "a change appears twice in the change log"
         assert sorted(got) == sorted(expected), "the change log lost or invented a change"
         assert commits(lake) > killed_at
+        # The job applies a batch's current state in the background, after its change log.
+        while applied_batch_ids(lake) != ChangeLog(lake).batch_ids():
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
         with db.root_connection("shop") as conn:
             for table, key in TABLES.items():
                 check = compare_table(conn, lake, "shop", table, key)

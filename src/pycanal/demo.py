@@ -228,12 +228,13 @@ def main(argv: list[str] | None = None) -> int:
         port, metrics = free_port(), free_port()
         say(f"2. starting `pycanal server --conf conf` (TCP 127.0.0.1:{port}, metrics :{metrics}) ...")
         server = start_server(db, start, port, metrics, args.conf)
-        query = spark = None
+        pipeline = spark = None
         try:
             say("3. starting Spark (local[2]) and the stream format('canal') -> apply_changes ...")
             t0 = time.monotonic()
             spark = spark_session((ROOT / "spark-tmp").resolve(), "pycanal-demo")
-            query = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", filter="shop\\..*")
+            pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", filter="shop\\..*")
+            query = pipeline.query
             say(f"   Spark ready in {time.monotonic() - t0:.0f}s")
             say(
                 f"4. shop schema + a {args.seconds:.0f}s workload (inserts, updates, deletes, one ALTER TABLE)"
@@ -272,12 +273,12 @@ def main(argv: list[str] | None = None) -> int:
                     last_captured = captured
                     if time.monotonic() > deadline:
                         raise RuntimeError("Spark did not catch up within 120 s")
-            query.stop()
+            pipeline.stop()  # waits for the last batch's current state
             say("5. source vs target, per table:")
             ok = compare(db, lake)
         finally:
-            if query is not None and query.isActive:
-                query.stop()
+            if pipeline is not None and pipeline.query.isActive:
+                pipeline.query.stop()
             if spark is not None:
                 spark.stop()
             server.terminate()

@@ -8,25 +8,33 @@ log and current-state Delta tables.
 
 Per micro-batch (``batch_id`` from Spark, rows in any order, sorted here by position):
 
-1. if the change log's commit marker of ``batch_id`` exists, the batch was applied: nothing to do;
+1. if the change log's commit marker of ``batch_id`` exists, the batch is in the change log:
+   nothing to do;
 2. the rows go to the change log (``changelog``: Parquet, partitioned by table and date), under
-   file names derived from the batch id;
+   file names derived from the batch id, then its commit marker is written atomically: from here
+   on the batch is durable, Spark may commit it and the source ack it to the server;
 3. the current-state tables are brought up to date (``current``: MERGE per table, DDL followed);
-   each step is idempotent by itself (Delta transaction ids, a step journal);
-4. the schema model after the batch is saved if the batch had DDL, then the commit marker is
-   written atomically: the batch is done.
+   each step is idempotent by itself (Delta transaction ids, a step journal). The schema model
+   after the batch is saved if the batch had DDL, then ``_pycanal/applied/<batch>.json`` records
+   the batch as applied (with the warnings it raised).
 
-A crash anywhere before 4 makes Spark replay the batch with the same id and rows; the replay
-redoes only what is missing. The schema model (column names and types per table) starts from
-``schema`` (a ``SchemaModel``), ``schema_ddl`` (CREATE TABLE statements), ``schema_history`` (a
-pycanal schema history store, read at the first row's position) or empty (tables are learned
-from their CREATE TABLE), and then follows the DDL rows.
+With ``background=True`` step 3 runs on a thread while Spark reads the next micro-batch (the
+next call waits for it first, and raises its error): the current state then trails the change
+log by at most one batch. Either way a new applier first brings the current state up to the
+change log (``catch_up``: the committed batches not applied yet, read back from their files), so
+a crash anywhere loses nothing and repeats nothing: Spark replays an uncommitted batch with the
+same id and rows, and the steps already done are skipped. The schema model (column names and
+types per table) starts from ``schema`` (a ``SchemaModel``), ``schema_ddl`` (CREATE TABLE
+statements), ``schema_history`` (a pycanal schema history store, read at the first row's
+position) or empty (tables are learned from their CREATE TABLE), and then follows the DDL rows.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +48,7 @@ from .current import APP_ID, ApplyError, BatchRows, CurrentState
 from .rows import ARROW_SCHEMA
 from .schema import model_at, model_from_ddl
 
-__all__ = ["ApplyError", "ChangeApplier", "apply_changes"]
+__all__ = ["ApplyError", "ChangeApplier", "applied_batch_ids", "apply_changes"]
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +113,7 @@ class ChangeApplier:
         schema_history: str | Path | None = None,
         zero_dates: str = "error",
         app_id: str = APP_ID,
+        background: bool = False,
     ) -> None:
         if sum(x is not None for x in (schema, schema_ddl, schema_history)) > 1:
             raise ValueError("give at most one of schema, schema_ddl and schema_history")
@@ -116,17 +125,54 @@ class ChangeApplier:
         self.app_id = app_id
         self._models: dict[int, SchemaModel] = {}
         self._state = self.root / "_pycanal"
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-apply") if background else None
+        self._pending: Future[None] | None = None
+        self._applied: dict[str, Any] | None = None  # the last applied record, once caught up
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         batch_id = int(batch_id)
         changelog = ChangeLog(self.root)
+        if self._applied is None:
+            self.catch_up()
         if changelog.committed(batch_id):
-            log.info("micro-batch %d was applied already: skipped", batch_id)
+            log.info("micro-batch %d is in the change log already: skipped", batch_id)
             return
         table = _sorted(_arrow(batch))
-        previous = changelog.latest_before(batch_id)
-        schema_batch = previous["schema_batch"] if previous else None
         files = changelog.write(table, batch_id)
+        self.wait()  # the previous batch's current state, before this one is committed after it
+        changelog.commit(batch_id, {"files": files, "rows": table.num_rows})
+        if self._pool is None:
+            self._apply(table, batch_id)
+        else:
+            self._pending = self._pool.submit(self._apply, table, batch_id)
+
+    def wait(self) -> None:
+        """Wait for the current-state apply running in the background; raise its error (the
+        next call then starts with ``catch_up``, which tries that batch again)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            try:
+                pending.result()
+            except BaseException:
+                self._applied = None
+                raise
+
+    def catch_up(self) -> None:
+        """Apply the change log's committed batches the current state does not have yet."""
+        self.wait()
+        changelog = ChangeLog(self.root)
+        self._applied = None
+        applied = self._last_applied()
+        for batch_id in changelog.batch_ids():
+            if batch_id > applied:
+                log.info("micro-batch %d: applying it to the current state from the change log", batch_id)
+                self._apply(_sorted(changelog.read_batch(batch_id)), batch_id)
+        self._applied = self._applied or {"batch_id": applied, "schema_batch": self._schema_batch()}
+
+    def _apply(self, table: pa.Table, batch_id: int) -> None:
+        """Step 3 of the module docstring for one committed batch."""
+        previous = self._applied or {"batch_id": -1, "schema_batch": self._schema_batch()}
+        schema_batch = previous["schema_batch"]
         warnings: list[str] = []
         if table.num_rows:
             rows = _rows(table)
@@ -148,10 +194,23 @@ class ChangeApplier:
                 schema_batch = batch_id
         for w in warnings:
             log.warning("micro-batch %d: %s", batch_id, w)
-        changelog.commit(
-            batch_id,
-            {"files": files, "rows": table.num_rows, "schema_batch": schema_batch, "warnings": warnings},
-        )
+        record = {"batch_id": batch_id, "schema_batch": schema_batch, "warnings": warnings}
+        write_atomic(self._applied_file(batch_id), json.dumps(record, indent=1).encode())
+        self._applied = record
+
+    # ------------------------------------------------------------------ applied records
+    def _applied_file(self, batch_id: int) -> Path:
+        return self._state / "applied" / f"{batch_id:020d}.json"
+
+    def _last_applied(self) -> int:
+        return max(applied_batch_ids(self.root), default=-1)
+
+    def _schema_batch(self) -> int | None:
+        """The batch whose saved schema model is in force after the last applied batch."""
+        last = self._last_applied()
+        if last < 0:
+            return None
+        return json.loads(self._applied_file(last).read_text())["schema_batch"]
 
     # ------------------------------------------------------------------ schema model
     def _schema_file(self, batch_id: int) -> Path:
@@ -183,6 +242,14 @@ class ChangeApplier:
 
     def _journal(self, batch_id: int, step: int) -> None:
         write_atomic(self._state / "progress.json", json.dumps({"batch_id": batch_id, "step": step}).encode())
+
+
+def applied_batch_ids(target_dir: str | Path) -> list[int]:
+    """The micro-batches applied to the current-state tables of ``target_dir``, in order."""
+    d = Path(target_dir) / "_pycanal" / "applied"
+    if not d.is_dir():
+        return []
+    return sorted(int(n[:-5]) for n in os.listdir(d) if n.endswith(".json") and n[:-5].isdigit())
 
 
 def apply_changes(batch: Any, batch_id: int, target_dir: str | Path, **options: Any) -> None:

@@ -100,15 +100,20 @@ class ChangeLog:
     def committed(self, batch_id: int) -> bool:
         return self.marker(batch_id).is_file()
 
-    def latest_before(self, batch_id: int) -> dict[str, Any] | None:
-        """The commit marker of the latest committed batch before ``batch_id``."""
+    def batch_ids(self) -> list[int]:
+        """The committed micro-batches, in order."""
         if not self.commits.is_dir():
-            return None
-        ids = [int(n[:-5]) for n in os.listdir(self.commits) if n.endswith(".json") and n[:-5].isdigit()]
-        before = [i for i in ids if i < batch_id]
-        if not before:
-            return None
-        return json.loads(self.marker(max(before)).read_text())
+            return []
+        return sorted(
+            int(n[:-5]) for n in os.listdir(self.commits) if n.endswith(".json") and n[:-5].isdigit()
+        )
+
+    def read_batch(self, batch_id: int) -> pa.Table:
+        """A committed batch's change rows back from its files (``ARROW_SCHEMA``; rows of
+        different partitions are not in position order)."""
+        record = json.loads(self.marker(batch_id).read_text())
+        tables = [pq.ParquetFile(self.dir / rel).read(columns=ARROW_SCHEMA.names) for rel in record["files"]]
+        return pa.concat_tables(tables).cast(ARROW_SCHEMA) if tables else ARROW_SCHEMA.empty_table()
 
     def write(self, rows: pa.Table, batch_id: int) -> list[str]:
         """Start writing the batch's rows (sorted by position) into their partitions, in the

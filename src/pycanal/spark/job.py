@@ -2,8 +2,9 @@
 
     python -m pycanal.spark.job --address 127.0.0.1:11111 --destination example --lake /lake/shop
 
-is ``spark.readStream.format("canal") -> foreachBatch(ChangeApplier)`` with the checkpoint under
-``<lake>/_checkpoint``: killed at any moment (SIGKILL included) and started again, it resumes
+is ``spark.readStream.format("canal") -> foreachBatch(ChangeApplier(background=True))`` (the
+current state of a micro-batch is applied while Spark reads the next one) with the checkpoint
+under ``<lake>/_checkpoint``: killed at any moment (SIGKILL included) and started again, it resumes
 from its checkpoint and the server's cursor, and the tables end up as if it never stopped.
 SIGTERM/SIGINT stop the query cleanly.
 """
@@ -16,9 +17,11 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["spark_session", "start_pipeline"]
+from .apply import ChangeApplier
+
+__all__ = ["Pipeline", "spark_session", "start_pipeline"]
 
 
 def spark_session(local_dir: str | Path, app: str = "pycanal") -> Any:
@@ -36,6 +39,7 @@ def spark_session(local_dir: str | Path, app: str = "pycanal") -> Any:
         SparkSession.builder.master("local[2]")
         .appName(app)
         .config("spark.driver.memory", "2g")
+        .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
         .config("spark.local.dir", str(local_dir))
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
@@ -46,6 +50,18 @@ def spark_session(local_dir: str | Path, app: str = "pycanal") -> Any:
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+class Pipeline(NamedTuple):
+    """A running pipeline: the streaming query and its applier (current state in the background)."""
+
+    query: Any
+    applier: ChangeApplier
+
+    def stop(self) -> None:
+        """Stop the query, then wait for the last batch's current state (and raise its error)."""
+        self.query.stop()
+        self.applier.wait()
 
 
 def start_pipeline(
@@ -61,10 +77,9 @@ def start_pipeline(
     password: str = "",
     trigger: str = "1 second",
     zero_dates: str = "null",
-) -> Any:
-    """Start the query; returns the ``StreamingQuery``."""
-    from .apply import ChangeApplier
-
+    batch_size: int | None = None,
+) -> Pipeline:
+    """Start the query (``batch_size``: the source's ``batchSize``, entries per micro-batch)."""
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
@@ -74,13 +89,17 @@ def start_pipeline(
         reader = reader.option("zkServers", zk_servers)
     if user:
         reader = reader.option("user", user).option("password", password)
-    return (
+    if batch_size:
+        reader = reader.option("batchSize", str(batch_size))
+    applier = ChangeApplier(lake, zero_dates=zero_dates, background=True)
+    query = (
         reader.load()
-        .writeStream.foreachBatch(ChangeApplier(lake, zero_dates=zero_dates))
+        .writeStream.foreachBatch(applier)
         .option("checkpointLocation", str(lake / "_checkpoint"))
         .trigger(processingTime=trigger)
         .start()
     )
+    return Pipeline(query, applier)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.address and not args.zk_servers:
         ap.error("give --address or --zk-servers")
     spark = spark_session(Path(args.lake) / "_spark-tmp", "pycanal-job")
-    query = start_pipeline(
+    pipeline = start_pipeline(
         spark,
         args.lake,
         address=args.address,
@@ -111,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     print(f"pycanal job: streaming {args.destination} into {args.lake}", flush=True)
     while not stop.wait(0.5):
-        if query.exception() is not None:
-            print(f"pycanal job: the query failed: {query.exception()}", file=sys.stderr, flush=True)
+        if pipeline.query.exception() is not None:
+            print(f"pycanal job: the query failed: {pipeline.query.exception()}", file=sys.stderr, flush=True)
             return 1
-    query.stop()
+    pipeline.stop()
     spark.stop()
     return 0
 
