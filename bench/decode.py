@@ -84,8 +84,9 @@ def generate_rows(n: int, seed: int = SEED) -> Iterator[tuple[int, int, str, str
         yield i, k, c, pad, d, t
 
 
-def load_workload(db: PrivateMariaDB, n: int) -> tuple[Path, int]:
-    """Create the table, write the rows alone into one binlog file; return (path, size)."""
+def load_workload(db: PrivateMariaDB, n: int, per_statement: int = BATCH) -> tuple[Path, int]:
+    """Create the table, write the rows alone into one binlog file (``per_statement`` rows per
+    INSERT, each its own transaction); return (path, size)."""
     schema = db.database
     db.execute(f"DROP TABLE IF EXISTS `{schema}`.`{TABLE}`")
     db.execute(
@@ -102,11 +103,11 @@ def load_workload(db: PrivateMariaDB, n: int) -> tuple[Path, int]:
         done = 0
         for row in generate_rows(n):
             batch.append("({},{},'{}','{}',{},'{}')".format(*row))
-            if len(batch) == BATCH:
+            if len(batch) == per_statement:
                 cur.execute(f"INSERT INTO `{TABLE}` (id, k, c, pad, d, t) VALUES " + ",".join(batch))
                 done += len(batch)
                 batch.clear()
-                if done % (50 * BATCH) == 0:
+                if done % 50_000 == 0:
                     log(f"  inserted {done:,} rows")
         if batch:
             cur.execute(f"INSERT INTO `{TABLE}` (id, k, c, pad, d, t) VALUES " + ",".join(batch))

@@ -2,8 +2,8 @@
 (change log + current-state Delta table), against python-mysql-replication reading the same
 binlog in the same run.
 
-The server is a ``pycanal server`` process (the shipped defaults: a 16 MB MEMSIZE store, so a
-micro-batch holds at most ~8 MB of entries); the Spark query (``local[2]``, this process's
+The server is a ``pycanal server`` process (conf/'s settings: a 64 MB MEMSIZE store, so a
+micro-batch holds at most ~32 MB of entries); the Spark query (``local[2]``, this process's
 driver, the job's settings) writes to a temporary lake.
 
 0. a warm-up: 1,000 rows through the pipeline (Spark starts its Python workers).
@@ -11,7 +11,7 @@ driver, the job's settings) writes to a temporary lake.
    a poller reads the current-state Delta table every 100 ms; the delay of a row is the time from
    its COMMIT returning to the first poll that sees it: p50/p99.
 2. ``throughput``: the server process is paused (SIGSTOP) while ``--rows`` rows (the
-   ``bench/decode.py`` table, 1,000-row INSERTs) are loaded, then resumed: the running query
+   ``bench/decode.py`` table, ``--txn-rows`` rows per INSERT transaction) are loaded, then resumed: the running query
    takes the backlog. rows/s from the resume to the moment both tables hold every row (the
    change log's commit markers and the Delta table's row count, polled every 50 ms), with the
    CPU seconds each process kind used meanwhile and Spark's mean phase times per micro-batch.
@@ -19,7 +19,7 @@ driver, the job's settings) writes to a temporary lake.
 One JSON object goes to stdout; progress to stderr.
 
     .venv/bin/python bench/pipeline.py [--rows 300000] [--rate 2000] [--delay-seconds 20] [--skip-pmr]
-        [--batch-size N] [--store-mb 128] [--pause source|server]
+        [--batch-size N] [--store-mb 64] [--pause source|server] [--txn-rows 1000]
 """
 
 from __future__ import annotations
@@ -141,12 +141,14 @@ def wait_applied(query: Any, lake: Path, database: str, rows: int, logged_before
     versions, current = 0, 0
     deadline = time.monotonic() + 600
     while True:
-        for m in marks.glob("*.json") if marks.is_dir() else []:
-            if m.name not in seen:
-                seen[m.name] = json.loads(m.read_text())["rows"]
+        names = os.listdir(marks) if marks.is_dir() else []
+        if len(names) != len(seen):
+            for name in names:
+                if name.endswith(".json") and name not in seen:
+                    seen[name] = json.loads((marks / name).read_text())["rows"]
         logged = sum(seen.values()) - logged_before
         log_dir = path / "_delta_log"
-        n = len(list(log_dir.glob("*.json"))) if log_dir.is_dir() else 0
+        n = len(os.listdir(log_dir)) if log_dir.is_dir() else 0
         if n != versions:
             with contextlib.suppress(Exception):  # being committed: poll again
                 current = sum(
@@ -242,8 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-pmr", action="store_true")
     ap.add_argument("--batch-size", type=int, help="the source's batchSize (entries per micro-batch)")
     ap.add_argument(
-        "--store-mb", type=int, default=128, help="the server's store (MEMSIZE): holds the backlog"
+        "--store-mb", type=int, default=64, help="the server's store (MEMSIZE; conf/ ships 64 MB)"
     )
+    ap.add_argument("--txn-rows", type=int, default=1000, help="rows per transaction of the workload")
     ap.add_argument(
         "--pause", choices=("source", "server"), default="source", help="what waits while loading"
     )
@@ -301,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"loading {args.rows:,} rows while the {args.pause} is paused")
                 os.kill(paused, signal.SIGSTOP)
                 try:
-                    path, size = decode_bench.load_workload(db, args.rows)
+                    path, size = decode_bench.load_workload(db, args.rows, args.txn_rows)
                     if args.pause == "source":
                         wait_idle(server.pid)
                 except BaseException:
@@ -354,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "load_avg_at_start": [round(x, 2) for x in load_start],
     }
-    result["workload"] = {"rows": args.rows, "binlog_bytes": size}
+    result["workload"] = {"rows": args.rows, "rows_per_transaction": args.txn_rows, "binlog_bytes": size}
     print(json.dumps(result, indent=2))
     return 0
 

@@ -12,10 +12,11 @@ Rows have ``pycanal.spark.rows.ROW_SCHEMA``. Options: ``address`` (host:port) or
 :meth:`~pycanal.client.ClusterConnector.running_server` finds it, again at every reconnect),
 ``destination``, ``clientId`` (1001; one query per clientId), ``filter`` (Canal's table regex:
 the subscription's filter, applied to the rows too), ``batchSize`` (entries per micro-batch,
-8192), ``numPartitions`` (2), ``user``, ``password``, ``timezone`` (the server's TIMESTAMP zone,
-UTC), ``timeout`` (seconds to wait for a server to connect to, and for a replayed batch: 60).
-A micro-batch holds at most about half the server's store (``canal.instance.memory.buffer.size``,
-16384 entries by default): the previous batch stays unacked until Spark commits it.
+32768; also each GET's size), ``numPartitions`` (2), ``user``, ``password``, ``timezone`` (the
+server's TIMESTAMP zone, UTC), ``timeout`` (seconds to wait for a server to connect to, and for a
+replayed batch: 60). A micro-batch holds at most about half the server's store (its entries stay
+unacked until Spark commits the batch, while the next batch's are fetched): conf/ ships a 64 MB
+store (``canal.instance.memory.buffer.size`` 65536 x 1 KB), Canal's default is 16 MB.
 
 How it stays exactly once (Spark runs ``latestOffset``/``partitions``/``commit`` in one long-lived
 driver-side runner process, ``read`` in executors on a pickled reader):
@@ -28,8 +29,9 @@ driver-side runner process, ``read`` in executors on a pickled reader):
   A transaction longer than ``batchSize`` (or one the server stopped handing out: its store is
   full) is cut between two positions; the offset then also carries ``txn`` and the ``gtid`` the
   next batch's rows continue with.
-* ``partitions`` ships the serialized entries of (start, end] in the InputPartitions, cut at
-  positions into ``numPartitions`` parts of about equal bytes: executors never talk to the server.
+* ``partitions`` ships the serialized entries of (start, end] in the InputPartitions (zstd),
+  cut at positions into ``numPartitions`` parts of about equal bytes: executors never talk to
+  the server.
 * ``commit(end)`` acks every server batch whose entries are all <= end, so the server cursor is
   never past a batch Spark has not committed. After a driver crash a new runner reconnects (the
   server hands out the unacked batches again), skips what is <= start and takes the entries up
@@ -201,7 +203,7 @@ def _options(raw: Any) -> _Options:
         options.get("user", ""),
         options.get("password", ""),
         options.get("timezone", "UTC"),
-        _int(options, "batchSize", 8192),
+        _int(options, "batchSize", 32768),
         _int(options, "numPartitions", 2),
         timeout,
     )

@@ -96,12 +96,25 @@ class _AsList:
         return pc.any(pc.equal(self.array, value)).as_py() is True
 
 
+class _Columns(dict):
+    """A table's columns as contiguous arrays, each combined on first use (the images, most of
+    a batch's bytes, only where a table's rows are read)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        super().__init__()
+        self.table = table
+
+    def __missing__(self, name: str) -> pa.Array:
+        array = self[name] = self.table.column(name).combine_chunks()
+        return array
+
+
 class BatchRows:
     """A micro-batch's change rows in binlog order: its columns as Arrow arrays, and ``op``,
     ``file`` and ``offset`` read like lists."""
 
     def __init__(self, table: pa.Table) -> None:
-        self.columns = {name: table.column(name).combine_chunks() for name in table.column_names}
+        self.columns = _Columns(table)
         position = self.columns["position"]
         self.op = _AsList(self.columns["op"])
         self.file = _AsList(position.field("file"))

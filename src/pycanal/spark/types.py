@@ -296,7 +296,7 @@ def read_images(texts: pa.Array, columns: list[Column], *, complete: bool = Fals
         texts.null_count
         or not pc.all(pc.starts_with(texts, "{")).as_py()
         or not pc.all(pc.ends_with(texts, "}")).as_py()
-        or pc.any(pc.match_substring_regex(texts, "\n")).as_py()
+        or pc.any(pc.match_substring(texts, "\n")).as_py()
     ):
         raise InexactRead("not one JSON object per text")
     texts.validate(full=True)  # UTF-8, which the reader does not check
