@@ -12,7 +12,9 @@ Rows have ``pycanal.spark.rows.ROW_SCHEMA``. Options: ``address`` (host:port) or
 :meth:`~pycanal.client.ClusterConnector.running_server` finds it, again at every reconnect),
 ``destination``, ``clientId`` (1001; one query per clientId), ``filter`` (Canal's table regex:
 the subscription's filter, applied to the rows too), ``batchSize`` (entries per micro-batch,
-32768; also each GET's size), ``numPartitions`` (2), ``user``, ``password``, ``timezone`` (the
+32768), ``fetchSize`` (entries, or memory units in MEMSIZE mode, per GET: 8192; at most half
+the server's store, or a micro-batch may wait for a server batch it cannot end in),
+``numPartitions`` (2), ``user``, ``password``, ``timezone`` (the
 server's TIMESTAMP zone, UTC), ``timeout`` (seconds to wait for a server to connect to, and for a
 replayed batch: 60). A micro-batch holds at most about half the server's store (its entries stay
 unacked until Spark commits the batch, while the next batch's are fetched): conf/ ships a 64 MB
@@ -164,6 +166,7 @@ class _Options(NamedTuple):
     password: str
     timezone: str
     batch_size: int
+    fetch_size: int
     num_partitions: int
     timeout: float
 
@@ -194,6 +197,7 @@ def _options(raw: Any) -> _Options:
         timeout = float(raw_timeout)
     except ValueError:
         raise ValueError(f"format('canal'): option timeout must be seconds, got {raw_timeout!r}") from None
+    batch_size = _int(options, "batchSize", 32768)
     return _Options(
         address,
         zk_servers,
@@ -203,7 +207,8 @@ def _options(raw: Any) -> _Options:
         options.get("user", ""),
         options.get("password", ""),
         options.get("timezone", "UTC"),
-        _int(options, "batchSize", 32768),
+        batch_size,
+        min(batch_size, _int(options, "fetchSize", 8192)),
         _int(options, "numPartitions", 2),
         timeout,
     )
@@ -253,6 +258,7 @@ class _Feed:
         self.rounds = 0  # answers the pump got on this connection
         self.drained = False  # the pump's last answer was empty
         self.error: CanalClientError | None = None  # what stopped the pump
+        self.warned = False  # about a stall fetchSize causes
         self._stop = threading.Event()
         self._pump: threading.Thread | None = None
 
@@ -331,7 +337,7 @@ class _Feed:
                 return
             try:
                 # No long poll: an ack (Spark's commit) shares the connection and would wait behind it.
-                message = conn.get_without_ack(self.opts.batch_size)
+                message = conn.get_without_ack(self.opts.fetch_size)
             except CanalClientError as exc:
                 with self.cond:
                     if not stop.is_set():
@@ -461,6 +467,14 @@ class _Feed:
                 self._wait(lambda: ready() or self.rounds >= target, self.opts.timeout)
             drained = self.drained and not ready()
             end = self.plan_end(cap, drained)
+            if end is None and drained and len(self.batches) == 1 and self.entries and not self.warned:
+                # The server's store is full of one GET's batch, which a micro-batch cannot end in.
+                self.warned = True
+                log.warning(
+                    "%s: the server's store is full with one batch of %d entries and no transaction "
+                    "end: lower fetchSize (%d) below half the server's store",
+                    self.where(), len(self.entries), self.opts.fetch_size,
+                )  # fmt: skip
             return end, drained and bool(self.batches) and self.batches[0][1] <= self.floor.key
 
     def take(self, start: _Offset, end: _Offset) -> list[_Queued]:
