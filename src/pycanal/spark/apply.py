@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ import pyarrow.compute as pc
 
 from pycanal.parse.meta import SchemaModel
 
-from .changelog import ChangeLog, write_atomic
+from .changelog import ChangeLog, batch_ids, write_atomic
 from .current import APP_ID, ApplyError, BatchRows, CurrentState
 from .rows import ARROW_SCHEMA
 from .schema import model_at, model_from_ddl
@@ -127,12 +126,13 @@ class ChangeApplier:
         self._state = self.root / "_pycanal"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-apply") if background else None
         self._pending: Future[None] | None = None
-        self._applied: dict[str, Any] | None = None  # the last applied record, once caught up
+        self._caught_up = False  # catch_up ran, and no background apply failed since
+        self._schema_batch: int | None = None  # whose saved schema model is in force now
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         batch_id = int(batch_id)
         changelog = ChangeLog(self.root)
-        if self._applied is None:
+        if not self._caught_up:
             self.catch_up()
         if changelog.committed(batch_id):
             log.info("micro-batch %d is in the change log already: skipped", batch_id)
@@ -154,25 +154,28 @@ class ChangeApplier:
             try:
                 pending.result()
             except BaseException:
-                self._applied = None
+                self._caught_up = False
                 raise
 
     def catch_up(self) -> None:
         """Apply the change log's committed batches the current state does not have yet."""
         self.wait()
+        self._caught_up = False
+        applied = batch_ids(self._state / "applied")
+        last = applied[-1] if applied else -1
+        self._schema_batch = (
+            json.loads(self._applied_file(last).read_text())["schema_batch"] if applied else None
+        )
         changelog = ChangeLog(self.root)
-        self._applied = None
-        applied = self._last_applied()
         for batch_id in changelog.batch_ids():
-            if batch_id > applied:
+            if batch_id > last:
                 log.info("micro-batch %d: applying it to the current state from the change log", batch_id)
                 self._apply(_sorted(changelog.read_batch(batch_id)), batch_id)
-        self._applied = self._applied or {"batch_id": applied, "schema_batch": self._schema_batch()}
+        self._caught_up = True
 
     def _apply(self, table: pa.Table, batch_id: int) -> None:
         """Step 3 of the module docstring for one committed batch."""
-        previous = self._applied or {"batch_id": -1, "schema_batch": self._schema_batch()}
-        schema_batch = previous["schema_batch"]
+        schema_batch = self._schema_batch
         warnings: list[str] = []
         if table.num_rows:
             rows = _rows(table)
@@ -196,21 +199,10 @@ class ChangeApplier:
             log.warning("micro-batch %d: %s", batch_id, w)
         record = {"batch_id": batch_id, "schema_batch": schema_batch, "warnings": warnings}
         write_atomic(self._applied_file(batch_id), json.dumps(record, indent=1).encode())
-        self._applied = record
+        self._schema_batch = schema_batch
 
-    # ------------------------------------------------------------------ applied records
     def _applied_file(self, batch_id: int) -> Path:
         return self._state / "applied" / f"{batch_id:020d}.json"
-
-    def _last_applied(self) -> int:
-        return max(applied_batch_ids(self.root), default=-1)
-
-    def _schema_batch(self) -> int | None:
-        """The batch whose saved schema model is in force after the last applied batch."""
-        last = self._last_applied()
-        if last < 0:
-            return None
-        return json.loads(self._applied_file(last).read_text())["schema_batch"]
 
     # ------------------------------------------------------------------ schema model
     def _schema_file(self, batch_id: int) -> Path:
@@ -246,10 +238,7 @@ class ChangeApplier:
 
 def applied_batch_ids(target_dir: str | Path) -> list[int]:
     """The micro-batches applied to the current-state tables of ``target_dir``, in order."""
-    d = Path(target_dir) / "_pycanal" / "applied"
-    if not d.is_dir():
-        return []
-    return sorted(int(n[:-5]) for n in os.listdir(d) if n.endswith(".json") and n[:-5].isdigit())
+    return batch_ids(Path(target_dir) / "_pycanal" / "applied")
 
 
 def apply_changes(batch: Any, batch_id: int, target_dir: str | Path, **options: Any) -> None:

@@ -25,7 +25,14 @@ import pyarrow.parquet as pq
 
 from .rows import ARROW_SCHEMA
 
-__all__ = ["CHANGELOG_SCHEMA", "ChangeLog", "change_log_files", "read_change_log", "write_atomic"]
+__all__ = [
+    "CHANGELOG_SCHEMA",
+    "ChangeLog",
+    "batch_ids",
+    "change_log_files",
+    "read_change_log",
+    "write_atomic",
+]
 
 # The file columns: the change row plus the micro-batch it came in.
 CHANGELOG_SCHEMA = ARROW_SCHEMA.append(pa.field("batch_id", pa.int64()))
@@ -41,6 +48,13 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+def batch_ids(directory: Path) -> list[int]:
+    """The batch ids of a directory of ``<batch>.json`` records, in order (none if it is absent)."""
+    if not directory.is_dir():
+        return []
+    return sorted(int(n[:-5]) for n in os.listdir(directory) if n.endswith(".json") and n[:-5].isdigit())
 
 
 def _fsync_dir(path: Path) -> None:
@@ -102,11 +116,7 @@ class ChangeLog:
 
     def batch_ids(self) -> list[int]:
         """The committed micro-batches, in order."""
-        if not self.commits.is_dir():
-            return []
-        return sorted(
-            int(n[:-5]) for n in os.listdir(self.commits) if n.endswith(".json") and n[:-5].isdigit()
-        )
+        return batch_ids(self.commits)
 
     def read_batch(self, batch_id: int) -> pa.Table:
         """A committed batch's change rows back from its files (``ARROW_SCHEMA``; rows of
@@ -151,13 +161,10 @@ class ChangeLog:
 def change_log_files(target_dir: str | Path) -> list[str]:
     """The absolute paths of every committed change-log file, in batch order."""
     log = ChangeLog(target_dir)
-    if not log.commits.is_dir():
-        return []
     out = []
-    for name in sorted(os.listdir(log.commits)):
-        if name.endswith(".json") and name[:-5].isdigit():
-            record = json.loads((log.commits / name).read_text())
-            out += [str(log.dir / rel) for rel in record["files"]]
+    for batch_id in log.batch_ids():
+        record = json.loads(log.marker(batch_id).read_text())
+        out += [str(log.dir / rel) for rel in record["files"]]
     return out
 
 
