@@ -374,3 +374,53 @@ def test_zk_servers_follow_the_running_server(canal: Canal, zookeeper: Any) -> N
         admin.delete(chroot, recursive=True)
         admin.stop()
     assert rows == expected
+
+
+def test_batch_bytes_caps_a_micro_batch(canal: Canal) -> None:
+    """``batchBytes`` bounds the serialized entries of a micro-batch (one position's entries
+    excepted); a transaction bigger than that is cut between positions, and every row comes once."""
+    name = f"canal_bytes_{uuid.uuid4().hex[:8]}"
+    destination, start = canal.destination(name)
+    run_sql(
+        canal.db,
+        name,
+        [
+            ["CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(200))"],
+            [f"INSERT INTO t VALUES ({i}, '{'x' * 150}')" for i in range(30)],  # one long transaction
+            *[[f"INSERT INTO t VALUES ({i}, 'short')"] for i in range(30, 50)],
+        ],
+    )
+    expected = expected_rows(canal.db, name, start)
+    cap = 2000
+    options = {"address": f"127.0.0.1:{canal.tcp.port}", "destination": destination, "batchBytes": str(cap)}
+    reader = CanalStreamReader(options)
+    rows: list[dict[str, Any]] = []
+    sizes: list[int] = []
+    cut_inside = False
+    try:
+        offset, previous = reader.initialOffset(), None
+        deadline = time.monotonic() + 60
+        while len(rows) < len(expected):
+            assert time.monotonic() < deadline, f"{len(rows)} of {len(expected)} rows"
+            end = reader.latestOffset(offset, ReadAllAvailable())
+            if end == offset or "tick" in end:
+                time.sleep(0.05)
+                offset = {k: v for k, v in end.items() if k != "tick"}
+                if previous is not None:
+                    reader.commit(previous)
+                continue
+            if previous is not None:
+                reader.commit(previous)
+            cut_inside |= bool(end.get("txn"))
+            parts = reader.partitions(offset, end)
+            sizes.append(sum(len(raw) for p in parts for raw in p.entries))
+            for part in parts:
+                rows += [r for b in pickle.loads(pickle.dumps(reader)).read(part) for r in b.to_pylist()]
+            previous, offset = end, end
+    finally:
+        reader.stop()
+    assert rows == expected
+    assert cut_inside, "the long transaction was not cut"
+    assert len(sizes) > 5 and max(sizes) <= cap, sizes
+    with pytest.raises(ValueError, match="option batchBytes must be in 1"):
+        CanalStreamReader({**options, "batchBytes": "0"})

@@ -9,7 +9,7 @@ log and current-state Delta tables.
 Per micro-batch (``batch_id`` from Spark, rows in any order, sorted here by position):
 
 1. if the change log's commit marker of ``batch_id`` exists, the batch is in the change log:
-   nothing to do;
+   nothing to do; an empty batch has nothing to do either (no marker);
 2. the rows go to the change log (``changelog``: Parquet, partitioned by table and date), under
    file names derived from the batch id, then its commit marker is written atomically: from here
    on the batch is durable, Spark may commit it and the source ack it to the server;
@@ -138,6 +138,13 @@ class ChangeApplier:
             log.info("micro-batch %d is in the change log already: skipped", batch_id)
             return
         table = _sorted(_arrow(batch))
+        if table.num_rows == 0:
+            # Nothing to log or apply (a replay is empty again): no marker, and no wait for the
+            # background apply, which an idle stream's empty batches would otherwise serialize
+            # behind; a failure of it still surfaces here once it is known.
+            if self._pending is not None and self._pending.done():
+                self.wait()
+            return
         files = changelog.write(table, batch_id)
         self.wait()  # the previous batch's current state, before this one is committed after it
         changelog.commit(batch_id, {"files": files, "rows": table.num_rows})

@@ -12,7 +12,8 @@ Rows have ``pycanal.spark.rows.ROW_SCHEMA``. Options: ``address`` (host:port) or
 :meth:`~pycanal.client.ClusterConnector.running_server` finds it, again at every reconnect),
 ``destination``, ``clientId`` (1001; one query per clientId), ``filter`` (Canal's table regex:
 the subscription's filter, applied to the rows too), ``batchSize`` (entries per micro-batch,
-32768), ``fetchSize`` (entries, or memory units in MEMSIZE mode, per GET: 8192; at most half
+32768), ``batchBytes`` (bytes of serialized entries per micro-batch, 16 MiB: a quarter of
+conf/'s store, so the next batch is fetched while Spark runs one), ``fetchSize`` (entries, or memory units in MEMSIZE mode, per GET: 8192; at most half
 the server's store, or a micro-batch may wait for a server batch it cannot end in),
 ``numPartitions`` (2), ``user``, ``password``, ``timezone`` (the
 server's TIMESTAMP zone, UTC), ``timeout`` (seconds to wait for a server to connect to, and for a
@@ -28,9 +29,9 @@ driver-side runner process, ``read`` in executors on a pickled reader):
   offset is the position of an entry, ``{"file", "pos", "k"}``: up to and including the k-th
   entry at binlog (file, pos) (several entries share a position inside a TRANSACTION_PAYLOAD
   event). A micro-batch ends on the last complete transaction in the queue.
-  A transaction longer than ``batchSize`` (or one the server stopped handing out: its store is
-  full) is cut between two positions; the offset then also carries ``txn`` and the ``gtid`` the
-  next batch's rows continue with.
+  A transaction longer than a micro-batch (``batchSize``, ``batchBytes``; or one the server
+  stopped handing out: its store is full) is cut between two positions; the offset then also
+  carries ``txn`` and the ``gtid`` the next batch's rows continue with.
 * ``partitions`` ships the serialized entries of (start, end] in the InputPartitions (zstd),
   cut at positions into ``numPartitions`` parts of about equal bytes: executors never talk to
   the server.
@@ -45,8 +46,12 @@ driver-side runner process, ``read`` in executors on a pickled reader):
 
 from __future__ import annotations
 
+import array
+import bisect
+import itertools
 import logging
 import re
+import sys
 import threading
 import time
 from collections import deque
@@ -99,6 +104,7 @@ class _Queued(NamedTuple):
     boundary: bool  # a transaction (or a standalone entry) ends here
     gtid: str | None  # EntryRows' GTID after this entry
     txn: bool  # inside a transaction after this entry
+    end: int  # bytes received on this connection up to and including this entry
 
 
 class _Offset(NamedTuple):
@@ -166,6 +172,7 @@ class _Options(NamedTuple):
     password: str
     timezone: str
     batch_size: int
+    batch_bytes: int
     fetch_size: int
     num_partitions: int
     timeout: float
@@ -208,6 +215,7 @@ def _options(raw: Any) -> _Options:
         options.get("password", ""),
         options.get("timezone", "UTC"),
         batch_size,
+        _int(options, "batchBytes", 16 * 1024 * 1024),
         min(batch_size, _int(options, "fetchSize", 8192)),
         _int(options, "numPartitions", 2),
         timeout,
@@ -215,25 +223,33 @@ def _options(raw: Any) -> _Options:
 
 
 class CanalPartition(InputPartition):
-    """The serialized entries of one part of a micro-batch, packed (each behind its 4-byte
-    length) and zstd-compressed: Spark's JVM copies a partition several times on its way to
-    an executor, and Canal entries shrink about 3x. ``gtid``: the GTID the part starts inside."""
+    """The serialized entries of one part of a micro-batch, packed (their count, their 4-byte
+    little-endian lengths, then the entries) and zstd-compressed: Spark's JVM copies a
+    partition several times on its way to an executor, and Canal entries shrink about 3x.
+    ``gtid``: the GTID the part starts inside."""
 
     def __init__(self, index: int, entries: list[bytes], gtid: str | None) -> None:
         super().__init__(index)
-        packed = b"".join(len(raw).to_bytes(4, "little") + raw for raw in entries)
-        self.payload = zstandard.ZstdCompressor(level=1).compress(packed)
+        sizes = array.array("I", map(len, entries))
+        if sys.byteorder == "big":
+            sizes.byteswap()
+        size = 4 + 4 * len(entries) + sum(sizes)  # in the frame header: one-shot decompression
+        cobj = zstandard.ZstdCompressor(level=1).compressobj(size=size)
+        head = cobj.compress(len(entries).to_bytes(4, "little") + sizes.tobytes())
+        self.payload = b"".join([head, *map(cobj.compress, entries), cobj.flush()])
         self.gtid = gtid
 
     @property
-    def entries(self) -> list[bytes]:
-        data = zstandard.ZstdDecompressor().decompress(self.payload)
-        out, pos, end = [], 0, len(data)
-        while pos < end:
-            size = int.from_bytes(data[pos : pos + 4], "little")
-            out.append(data[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-        return out
+    def entries(self) -> list[memoryview]:
+        """The entries, as views into one decompressed buffer (protobuf parses them as they are)."""
+        data = memoryview(zstandard.ZstdDecompressor().decompress(self.payload))
+        n = int.from_bytes(data[:4], "little")
+        sizes = array.array("I")
+        sizes.frombytes(data[4 : 4 + 4 * n])
+        if sys.byteorder == "big":
+            sizes.byteswap()
+        ends = itertools.accumulate(sizes, initial=4 + 4 * n)
+        return [data[a:b] for a, b in itertools.pairwise(ends)]
 
 
 class _Feed:
@@ -256,6 +272,7 @@ class _Feed:
         self.last: tuple[str, int, int] = ("", 0, -1)  # (file, pos, k) of the last entry received
         self.stall: Key | None = None  # queue tail when the last plan found no transaction end
         self.rounds = 0  # answers the pump got on this connection
+        self.received = 0  # bytes of the entries received on this connection
         self.drained = False  # the pump's last answer was empty
         self.error: CanalClientError | None = None  # what stopped the pump
         self.warned = False  # about a stall fetchSize causes
@@ -283,7 +300,7 @@ class _Feed:
         self.batches.clear()
         self.last = ("", 0, -1)
         self.stall = None
-        self.rounds, self.drained, self.error = 0, False, None
+        self.rounds, self.drained, self.error, self.received = 0, False, None, 0
         self.floor = floor
         deadline = time.monotonic() + self.opts.timeout
         while True:
@@ -358,11 +375,24 @@ class _Feed:
     def _full(self) -> bool:
         """Two batches' worth queued, with a position change after the first: enough to plan
         (one position can hold more entries than that: a TRANSACTION_PAYLOAD event)."""
-        bs, entries = self.opts.batch_size, self.entries
-        if len(entries) <= 2 * bs:
+        entries = self.entries
+        if not entries:
             return False
-        first, tail = entries[bs - 1], entries[-1]
+        top = self._top(self.opts.batch_size, self.opts.batch_bytes)
+        if len(entries) <= 2 * top and entries[-1].end - entries[0].end <= 2 * self.opts.batch_bytes:
+            return False
+        first, tail = entries[top - 1], entries[-1]
         return (first.pos, first.file) != (tail.pos, tail.file)
+
+    def _top(self, cap: int, cap_bytes: int) -> int:
+        """How many of the queued entries fit in a micro-batch of ``cap`` entries and
+        ``cap_bytes`` bytes (at least one: a bigger entry makes a batch alone)."""
+        entries = self.entries
+        top = min(len(entries), cap)
+        if top and entries[top - 1].end - entries[0].end + len(entries[0].raw) > cap_bytes:
+            limit = entries[0].end - len(entries[0].raw) + cap_bytes
+            top = max(1, bisect.bisect_right(entries, limit, hi=top, key=lambda e: e.end))
+        return top
 
     def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
         """Wait (holding ``cond``) until ``done()``; one reconnect when the pump lost the
@@ -424,16 +454,16 @@ class _Feed:
             if key <= floor:
                 continue  # handed out again after a reconnect: <= start, done already
             boundary, gtid, txn = _step(entry, gtid, txn)
-            self.entries.append(_Queued(key, file, pos, k, raw, boundary, gtid, txn))
+            self.received += len(raw)
+            self.entries.append(_Queued(key, file, pos, k, raw, boundary, gtid, txn, self.received))
         self.last = (file0, pos0, k)
         self.batches.append((message.id, key))
 
     # ------------------------------------------------------------------ planning
-    def plan_end(self, cap: int, drained: bool) -> _Queued | None:
-        """The last entry of the next micro-batch (None: no batch yet)."""
+    def plan_end(self, top: int, drained: bool) -> _Queued | None:
+        """The last entry of the next micro-batch, of at most ``top`` entries (None: no batch yet)."""
         entries = self.entries
         n = len(entries)
-        top = min(n, cap)
         for i in range(top - 1, -1, -1):
             if entries[i].boundary:
                 self.stall = None
@@ -445,28 +475,33 @@ class _Feed:
         # committed yet: without a new micro-batch no commit comes).
         stalled = drained and self.stall == entries[-1].key
         self.stall = entries[-1].key if drained else None
-        if n <= cap and not stalled:
+        if n <= top and not stalled:
             return None
         for i in range(min(top, n - 1) - 1, -1, -1):  # the last position change within the cap
             if entries[i + 1].pos != entries[i].pos or entries[i + 1].file != entries[i].file:
                 return entries[i]
-        for i in range(top, n - 1):  # one position has more than ``cap`` entries: take them all
+        for i in range(top, n - 1):  # one position has more than ``top`` entries: take them all
             if entries[i + 1].pos != entries[i].pos or entries[i + 1].file != entries[i].file:
                 return entries[i]
         return None
 
-    def plan(self, cap: int) -> tuple[_Queued | None, bool]:
+    def plan(self) -> tuple[_Queued | None, bool]:
         """The last entry of the next micro-batch (None: no batch yet), and whether only Spark's
         commit of the last batch can bring more (the server answers empty, the unacked batches
         are all Spark's). A queue with a transaction end is planned at once; otherwise this
         waits for an answer to a GET sent after the call, so that ``drained`` is current."""
+        caps = self.opts.batch_size, self.opts.batch_bytes
         with self.cond:
-            ready = lambda: len(self.entries) > cap or any(e.boundary for e in self.entries[:cap])  # noqa: E731
+
+            def ready() -> bool:
+                top = self._top(*caps)
+                return len(self.entries) > top or any(e.boundary for e in self.entries[:top])
+
             if not ready():
                 target = self.rounds + 2  # the GET in flight may predate the call: the next one does not
                 self._wait(lambda: ready() or self.rounds >= target, self.opts.timeout)
             drained = self.drained and not ready()
-            end = self.plan_end(cap, drained)
+            end = self.plan_end(self._top(*caps), drained)
             if end is None and drained and len(self.batches) == 1 and self.entries and not self.warned:
                 # The server's store is full of one GET's batch, which a micro-batch cannot end in.
                 self.warned = True
@@ -564,7 +599,7 @@ class CanalStreamReader(DataSourceStreamReader):
             raise ValueError(f"format('canal') supports no read limit but batchSize, got {limit!r}")
         feed = self._runner()
         feed.sync(self._offset(start))
-        end, idle = feed.plan(self.opts.batch_size)
+        end, idle = feed.plan()
         if end is not None:
             return _to_offset(end)
         if idle:

@@ -78,8 +78,10 @@ def start_pipeline(
     trigger: str = "1 second",
     zero_dates: str = "null",
     batch_size: int | None = None,
+    batch_bytes: int | None = None,
 ) -> Pipeline:
-    """Start the query (``batch_size``: the source's ``batchSize``, entries per micro-batch)."""
+    """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
+    ``batchBytes``, entries and bytes per micro-batch)."""
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
@@ -91,6 +93,8 @@ def start_pipeline(
         reader = reader.option("user", user).option("password", password)
     if batch_size:
         reader = reader.option("batchSize", str(batch_size))
+    if batch_bytes:
+        reader = reader.option("batchBytes", str(batch_bytes))
     applier = ChangeApplier(lake, zero_dates=zero_dates, background=True)
     query = (
         reader.load()

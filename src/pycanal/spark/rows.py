@@ -482,6 +482,8 @@ def _decimal(text: str) -> str:
 
 
 def _int(text: str) -> str:
+    if text.isascii() and text.isdigit() and (text[0] != "0" or len(text) == 1):
+        return text  # already what str(int(text)) gives
     return str(int(text))
 
 
@@ -574,7 +576,7 @@ class EntryRows(_RowSource["pb.Entry | bytes"]):
         b = self._b
         for entry in entries:
             if isinstance(entry, bytes | bytearray | memoryview):
-                entry = pb.Entry.FromString(bytes(entry))
+                entry = pb.Entry.FromString(entry)
             kind = entry.entryType
             if kind == pb.GTIDLOG:
                 b.gtid = pb.Pair.FromString(entry.storeValue).value or None

@@ -296,7 +296,7 @@ def read_images(texts: pa.Array, columns: list[Column], *, complete: bool = Fals
         texts.null_count
         or not pc.all(pc.starts_with(texts, "{")).as_py()
         or not pc.all(pc.ends_with(texts, "}")).as_py()
-        or pc.any(pc.match_substring(texts, "\n")).as_py()
+        or _has_line_feed(texts)
     ):
         raise InexactRead("not one JSON object per text")
     texts.validate(full=True)  # UTF-8, which the reader does not check
@@ -321,6 +321,22 @@ def read_images(texts: pa.Array, columns: list[Column], *, complete: bool = Fals
             if not _found(texts.filter(values.is_null().combine_chunks()), columns, col, _NULL_LITERAL):
                 raise InexactRead(f"an image without column `{col.name}`")
     return read
+
+
+def _has_line_feed(texts: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether a text (string or large_string, no nulls) holds a line feed: a find over the
+    bytes of the values (pc.match_substring took 30 times longer)."""
+    for chunk in texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]:
+        if len(chunk):
+            width = 8 if pa.types.is_large_string(chunk.type) else 4
+            offsets = chunk.buffers()[1]
+            first, last = (
+                int.from_bytes(offsets[i * width : (i + 1) * width], "little", signed=True)
+                for i in (chunk.offset, chunk.offset + len(chunk))
+            )
+            if chunk.buffers()[2][first:last].to_pybytes().find(b"\n") >= 0:
+                return True
+    return False
 
 
 def _check_floats(texts: pa.Array, columns: list[Column], col: Column, values: ArrowValues) -> None:
