@@ -2,24 +2,32 @@
 (change log + current-state Delta table), against python-mysql-replication reading the same
 binlog in the same run.
 
-The server is a ``pycanal server`` process (conf/'s settings: a 64 MB MEMSIZE store, so a
-micro-batch holds at most ~32 MB of entries); the Spark query (``local[2]``, this process's
-driver, the job's settings) writes to a temporary lake.
+The server is a ``pycanal server`` process (conf/'s settings: a 128 MB MEMSIZE store; the source's
+``batchBytes`` of 32 MiB per micro-batch); the Spark query (``local[2]``, this process's driver,
+the job's settings) writes to a temporary lake.
 
 0. a warm-up: 1,000 rows through the pipeline (Spark starts its Python workers).
 1. ``delay``: a writer inserts 100-row transactions at ``--rate`` rows/s for ``--delay-seconds``;
    a poller reads the current-state Delta table every 100 ms; the delay of a row is the time from
    its COMMIT returning to the first poll that sees it: p50/p99.
-2. ``throughput``: the server process is paused (SIGSTOP) while ``--rows`` rows (the
-   ``bench/decode.py`` table, ``--txn-rows`` rows per INSERT transaction) are loaded, then resumed: the running query
-   takes the backlog. rows/s from the resume to the moment both tables hold every row (the
-   change log's commit markers and the Delta table's row count, polled every 50 ms), with the
-   CPU seconds each process kind used meanwhile and Spark's mean phase times per micro-batch.
+2. ``throughput``, ``--warmup-rounds`` + ``--rounds`` times: the source's runner (or, with
+   ``--pause server``, the server) is paused (SIGSTOP) while ``--rows`` rows (the ``bench/decode.py`` table, ``--txn-rows`` rows
+   per INSERT transaction) are loaded and the server parses them into its store; it resumes and
+   the running query takes the backlog. rows/s from the resume to the moment both tables hold
+   every row (the change log's commit markers, and an applied record for each of them; the
+   Delta table's row count is checked then), with the CPU seconds each process kind used
+   meanwhile and Spark's phase times per micro-batch (and a timeline on stderr). The first
+   ``--warmup-rounds`` warm up the JVM's JIT for batches of this size (a long-running
+   pipeline's steady state: the first round is ~30% slower, the second ~10%); the median of
+   the ``--rounds`` after them is reported.
+   After each round python-mysql-replication decodes that round's binlog file from the server
+   (this machine's speed drifts by +-30% over minutes: a round's ratio is measured in one go).
 
 One JSON object goes to stdout; progress to stderr.
 
     .venv/bin/python bench/pipeline.py [--rows 300000] [--rate 2000] [--delay-seconds 20] [--skip-pmr]
-        [--batch-size N] [--store-mb 64] [--pause source|server] [--txn-rows 1000]
+        [--warmup-rounds 2] [--rounds 3] [--batch-size N] [--batch-mb M] [--store-mb 128]
+        [--pause source|server] [--txn-rows 1000]
 """
 
 from __future__ import annotations
@@ -273,7 +281,7 @@ def throughput_round(
             f"{d.get('latestOffset', 0) / 1000:.2f}s, addBatch {d.get('addBatch', 0) / 1000:.2f}s, marker at "
             f"{marked:.2f}s, applied at {applied:.2f}s"
         )
-    return {
+    out = {
         "rows": args.rows,
         "wall_s": round(secs, 3),
         "rows_per_s": round(args.rows / secs),
@@ -281,11 +289,22 @@ def throughput_round(
         "rows_per_batch": [p["numInputRows"] for p in batches],
         "cpu_s": {k: v for k, v in sorted(cpu.items()) if v > 0},
         "batch_ms": {  # Spark's phases per micro-batch (addBatch: read + sink)
-            k: [p["durationMs"].get(k, 0) for p in batches]
-            for k in ("latestOffset", "addBatch", "triggerExecution")
+            k: [p["durationMs"].get(k, 0) for p in batches] for k in sorted(batches[0]["durationMs"])
         },
         "_binlog": binlog,
     }
+    if not args.skip_pmr:  # the peer on this round's binlog, right after it: the ratio cancels drift
+        # The source's runner paused meanwhile: the idle pipeline polls the server otherwise.
+        runner = next(pid for pid, (kind, _) in processes().items() if kind == "source_runner")
+        os.kill(runner, signal.SIGSTOP)
+        try:
+            pmr_run = decode_bench.PmrRun(db, binlog[0].name)
+            pmr = decode_bench.best_of("python-mysql-replication", 1, pmr_run, args.rows)
+        finally:
+            os.kill(runner, signal.SIGCONT)
+        out["python_mysql_replication_rows_per_s"] = pmr["rows_per_s"]
+        out["ratio_vs_pmr"] = round(out["rows_per_s"] / pmr["rows_per_s"], 2)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,9 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, help="the source's batchSize (entries per micro-batch)")
     ap.add_argument("--batch-mb", type=float, help="the source's batchBytes in MiB (per micro-batch)")
     ap.add_argument(
-        "--store-mb", type=int, default=64, help="the server's store (MEMSIZE; conf/ ships 64 MB)"
+        "--store-mb", type=int, default=128, help="the server's store (MEMSIZE; conf/ ships 128 MB)"
     )
-    ap.add_argument("--rounds", type=int, default=2, help="throughput rounds; the last is reported")
+    ap.add_argument("--warmup-rounds", type=int, default=2, help="throughput rounds that warm up the JIT")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="throughput rounds measured: the median is reported"
+    )
     ap.add_argument("--txn-rows", type=int, default=1000, help="rows per transaction of the workload")
     ap.add_argument(
         "--pause", choices=("source", "server"), default="source", help="what waits while loading"
@@ -354,27 +376,27 @@ def main(argv: list[str] | None = None) -> int:
                 #    the JVM's JIT for batches of this size (a running pipeline's steady state).
                 rounds = [
                     throughput_round(args, db, lake, server.pid, pipeline.query, r)
-                    for r in range(1, args.rounds + 1)
+                    for r in range(1, args.warmup_rounds + args.rounds + 1)
                 ]
-                path, size = [r.pop("_binlog") for r in rounds][-1]
+                size = [r.pop("_binlog") for r in rounds][-1][1]
+                warm = rounds[args.warmup_rounds :]
+                mid = (len(warm) - 1) // 2  # the median, the lower middle one of an even count
+                median = sorted(warm, key=lambda r: r["rows_per_s"])[mid]
                 result["pycanal_pipeline"] = {
-                    **rounds[-1],
+                    **median,
                     "rounds_rows_per_s": [r["rows_per_s"] for r in rounds],
                 }
-                pipeline.stop()
                 if not args.skip_pmr:
-                    pmr_run = decode_bench.PmrRun(db, path.name)
-                    result["python_mysql_replication"] = decode_bench.best_of(
-                        "python-mysql-replication", 1, pmr_run, args.rows
-                    )
+                    result["ratio_vs_pmr_median"] = sorted(r["ratio_vs_pmr"] for r in warm)[mid]
+                    result["rounds_ratio_vs_pmr"] = [r["ratio_vs_pmr"] for r in rounds]
+                pipeline.stop()
+                status = Path(f"/proc/{server.pid}/status").read_text()
+                result["server_peak_rss_mb"] = int(status.split("VmHWM:")[1].split()[0]) // 1024
             finally:
                 pipeline.query.stop()
                 spark.stop()
                 server.terminate()
                 server.wait(timeout=30)
-    pmr = result.get("python_mysql_replication")
-    if pmr and result["pycanal_pipeline"]["rows_per_s"]:
-        result["ratio_vs_pmr"] = round(result["pycanal_pipeline"]["rows_per_s"] / pmr["rows_per_s"], 2)
     result["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

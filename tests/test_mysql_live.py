@@ -31,7 +31,6 @@ from pycanal.mysql import (
     control,
     tls_context,
 )
-from pycanal.testing import PrivateMariaDB
 
 pytestmark = pytest.mark.mariadb
 
@@ -211,20 +210,6 @@ def test_login_and_dump_over_tls(mariadb_factory, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ dumps
-def wait_for_binlog_checkpoint(mariadb: PrivateMariaDB, timeout: float = 10.0) -> None:
-    """Wait until the current binlog file names itself in a Binlog_checkpoint event: MariaDB
-    writes that event on its own once the previous files' transactions are durable, so a dump
-    taken earlier would miss an event SHOW BINLOG EVENTS lists later."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        name = mariadb.current_binlog()[0]
-        events = mariadb.query(f"SHOW BINLOG EVENTS IN '{name}'")
-        if any(r[2] == "Binlog_checkpoint" and name in r[5] for r in events):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"no Binlog_checkpoint naming the current binlog within {timeout}s")
-
-
 def test_dump_from_4_matches_show_binlog_events(mariadb):
     first = mariadb.flush_binary_logs().name
     mariadb.execute(
@@ -241,7 +226,7 @@ def test_dump_from_4_matches_show_binlog_events(mariadb):
         c.commit()
     mariadb.flush_binary_logs()
     mariadb.execute("INSERT INTO pycanal.live_cmp VALUES (100, 'second file', 1, NULL, NULL)")
-    wait_for_binlog_checkpoint(mariadb)
+    mariadb.wait_for_binlog_checkpoint()
 
     got: dict[str, list[tuple[int, str, int]]] = {}
     nrows = 0

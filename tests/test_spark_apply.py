@@ -14,7 +14,9 @@ import datetime as dt
 import json
 import socket
 import struct
+import threading
 import uuid
+from concurrent import futures
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -294,6 +296,38 @@ def test_a_background_error_fails_the_next_batch(tmp_path: Path) -> None:
     assert ChangeLog(tmp_path).batch_ids() == [0] and applied_batch_ids(tmp_path) == []
     with pytest.raises(ApplyError, match="the table is not in the schema model"):
         ChangeApplier(tmp_path, background=True)(arrow_rows(unknown), 0)
+
+
+def test_an_empty_batch_writes_nothing_and_does_not_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty micro-batch (the source's way to get the last batch committed) leaves no marker
+    and returns while the previous batch's current state is still being applied; a background
+    failure known by then is raised by it."""
+    release = threading.Event()
+    real_apply = ChangeApplier._apply
+
+    def held_apply(self: ChangeApplier, table: pa.Table, batch_id: int) -> None:
+        assert release.wait(30)
+        real_apply(self, table, batch_id)
+
+    monkeypatch.setattr(ChangeApplier, "_apply", held_apply)
+    applier = ChangeApplier(tmp_path, schema_ddl=SHOP, background=True)
+    applier(arrow_rows([row("INSERT", 100, None, item(b"a", 1, "x"))]), 0)
+    applier(arrow_rows([]), 1)  # returns with batch 0's current state still held
+    assert (
+        not release.is_set() and ChangeLog(tmp_path).batch_ids() == [0] and applied_batch_ids(tmp_path) == []
+    )
+    release.set()
+    applier.wait()
+    assert applied_batch_ids(tmp_path) == [0] and ChangeLog(tmp_path).batch_ids() == [0]
+
+    failing = ChangeApplier(tmp_path / "failing", background=True)  # no schema: the table is unknown
+    failing(arrow_rows([row("INSERT", 100, None, item(b"a", 1, "x"))]), 0)
+    assert failing._pending is not None
+    futures.wait([failing._pending])
+    with pytest.raises(ApplyError, match="the table is not in the schema model"):
+        failing(arrow_rows([]), 1)
 
 
 # --------------------------------------------------------------------------- MERGE semantics

@@ -45,6 +45,7 @@ from spark_fixtures import spark  # noqa: F401
 pytestmark = pytest.mark.mariadb
 
 BATCH = 60  # entries per micro-batch: the long transactions below take several
+PAD = "x" * 100
 
 
 class Canal:
@@ -193,11 +194,11 @@ def test_stream_equals_binlog(spark: Any, canal: Canal, tmp_path: Path) -> None:
         name,
         [
             [
-                "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20), d DECIMAL(10,2))",
+                "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(120), d DECIMAL(10,2))",
                 "CREATE TABLE nokey (x INT)",
             ],
-            [
-                f"INSERT INTO t VALUES {', '.join(f'({i}, {chr(39)}v{i}{chr(39)}, {i}.25)' for i in range(500))}"
+            [  # ~100 KB of entries: its micro-batch is cut into two partitions, whatever the timing
+                "INSERT INTO t VALUES " + ", ".join(f"({i}, 'v{i}{PAD}', {i}.25)" for i in range(500))
             ],
             [
                 "UPDATE t SET v = 'u' WHERE id < 40",

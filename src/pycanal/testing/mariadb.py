@@ -485,6 +485,24 @@ class PrivateMariaDB:
         row = self.query("SHOW MASTER STATUS")[0]
         return str(row[0]), int(row[1])
 
+    def wait_for_binlog_checkpoint(self, timeout: float = 10.0) -> None:
+        """Wait until the current binlog file names itself in a Binlog_checkpoint event. MariaDB
+        writes that event on its own, some time after a rotation, once the previous files'
+        transactions are durable: a test comparing the end of the binlog (or a dump) with what
+        it saw earlier waits for it first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            name = self.current_binlog()[0]
+            if any(
+                r[2] == "Binlog_checkpoint" and name in r[5]
+                for r in self.query(f"SHOW BINLOG EVENTS IN '{name}'")
+            ):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(
+            f"MariaDB on port {self.port}: no Binlog_checkpoint naming the current binlog within {timeout}s"
+        )
+
     def flush_binary_logs(self) -> Path:
         """FLUSH BINARY LOGS (rotate); returns the path of the new active binlog file."""
         self.execute("FLUSH BINARY LOGS")
