@@ -25,7 +25,7 @@ from pycanal.spark.apply import ChangeApplier
 from pycanal.spark.current import CurrentState
 from pycanal.spark.rows import ChangeRow, RowPosition, to_record_batch
 from pycanal.spark.schema import model_from_ddl
-from pycanal.spark.types import InexactRead
+from pycanal.spark.types import InexactRead, _has_line_feed
 
 # column: (SQL type, values in turn; every 5th row is all NULL but its keys)
 POOLS: dict[str, tuple[str, list[Any]]] = {
@@ -457,3 +457,18 @@ def test_text_that_is_not_utf8(tmp_path: Path, spy: list[str]) -> None:
     table = table.set_column(table.schema.get_field_index("after"), "after", after)
     assert both(tmp_path, [table], schema_ddl=SMALL).startswith("UnicodeDecodeError")
     assert spy == ["db.t", "db.t"]
+
+
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_line_feed_search_follows_slices_and_chunks(kind: pa.DataType) -> None:
+    """``_has_line_feed`` reads the values' bytes through the offsets: a slice sees only its own."""
+    a = pa.array(["{a}", "{b\n}", "{c}", "{d}"], kind)
+    assert _has_line_feed(a) and _has_line_feed(a.slice(1, 1))
+    assert (
+        not _has_line_feed(a.slice(0, 1))
+        and not _has_line_feed(a.slice(2))
+        and not _has_line_feed(a.slice(4))
+    )
+    assert _has_line_feed(pa.chunked_array([a.slice(0, 1), a.slice(1, 2)]))
+    assert not _has_line_feed(pa.chunked_array([a.slice(2), a.slice(0, 1)]))
+    assert not _has_line_feed(pa.chunked_array([], kind))

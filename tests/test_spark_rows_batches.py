@@ -7,6 +7,7 @@ batches cut inside an event equal to ``to_record_batch`` of ``rows()``. No serve
 
 from __future__ import annotations
 
+import json
 import random
 from decimal import Decimal
 from typing import Any
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
-from pycanal.spark.rows import ChangeRow, EntryRows, RowPosition, RowsError, _decimal, to_record_batch
+from pycanal.spark.rows import ChangeRow, EntryRows, RowPosition, RowsError, _decimal, _int, to_record_batch
 
 FILE = "mysql-bin.000001"
 TS = 1_700_000_000  # seconds
@@ -236,3 +237,20 @@ def test_no_rows_no_batches() -> None:
     assert to_record_batch([]).num_rows == 0
     with pytest.raises(ValueError, match="rows_per_batch must be positive"):
         EntryRows().batches(stream(), rows_per_batch=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "json_text"),
+    [
+        ("0", "0"),
+        ("7", "7"),
+        ("2147483647", "2147483647"),
+        ("007", "7"),
+        ("-5", "-5"),
+        ("+3", "3"),
+        ("١٢", "12"),
+    ],
+)
+def test_integer_texts_come_out_canonical(text: str, json_text: str) -> None:
+    """Canonical texts are kept as they are, others go through int(): the same JSON either way."""
+    assert _int(text) == json_text == json.dumps(int(text))

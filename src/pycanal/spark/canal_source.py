@@ -382,7 +382,7 @@ class _Feed:
         if not entries:
             return False
         top = self._top(self.opts.batch_size, self.opts.batch_bytes)
-        if len(entries) <= 2 * top and entries[-1].end - entries[0].end <= 2 * self.opts.batch_bytes:
+        if len(entries) <= 2 * top and self._bytes(len(entries)) <= 2 * self.opts.batch_bytes:
             return False
         first, tail = entries[top - 1], entries[-1]
         return (first.pos, first.file) != (tail.pos, tail.file)
@@ -392,10 +392,15 @@ class _Feed:
         ``cap_bytes`` bytes (at least one: a bigger entry makes a batch alone)."""
         entries = self.entries
         top = min(len(entries), cap)
-        if top and entries[top - 1].end - entries[0].end + len(entries[0].raw) > cap_bytes:
-            limit = entries[0].end - len(entries[0].raw) + cap_bytes
+        if top and self._bytes(top) > cap_bytes:
+            limit = entries[0].end - len(entries[0].raw) + cap_bytes  # an ``end`` within the cap
             top = max(1, bisect.bisect_right(entries, limit, hi=top, key=lambda e: e.end))
         return top
+
+    def _bytes(self, n: int) -> int:
+        """The bytes of the first ``n`` (>= 1) queued entries."""
+        entries = self.entries
+        return entries[n - 1].end - entries[0].end + len(entries[0].raw)
 
     def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
         """Wait (holding ``cond``) until ``done()``; one reconnect when the pump lost the
@@ -599,7 +604,9 @@ class CanalStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         if not isinstance(limit, ReadAllAvailable):
-            raise ValueError(f"format('canal') supports no read limit but batchSize, got {limit!r}")
+            raise ValueError(
+                f"format('canal') supports no read limit but its batchSize and batchBytes, got {limit!r}"
+            )
         feed = self._runner()
         feed.sync(self._offset(start))
         end, idle = feed.plan()
