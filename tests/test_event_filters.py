@@ -208,7 +208,13 @@ def test_filter_values() -> None:
     assert f.drops_rows("INSERT") and f.drops_rows("DELETE")
     f = EventFilters.from_settings({"dml.insert": True, "query.dml": True})
     assert f.drops_rows("INSERT") and not f.drops_rows("UPDATE")
-    assert f.drops_query(pb.INSERT, False) and not f.drops_query(pb.ALTER, True)
+    assert f.drops_query(pb.INSERT) and not f.drops_query(pb.ALTER) and not f.drops_query(pb.QUERY)
+    # LogEventConvert.parseQueryEvent: filterQueryDdl drops every entry of a QUERY event ...
+    f = EventFilters.from_settings({"query.ddl": True})
+    assert all(f.drops_query(t) for t in (pb.INSERT, pb.ALTER, pb.QUERY))
+    # ... processFilter: filterQueryDcl drops the QUERY type (database statements included), no DDL.
+    f = EventFilters.from_settings({"query.dcl": True})
+    assert f.drops_query(pb.QUERY) and not f.drops_query(pb.CREATE) and not f.drops_query(pb.UPDATE)
     with pytest.raises(FieldFilterError, match="canal.instance.filter.field: 'shop' is not"):
         FieldFilter("shop")
     with pytest.raises(FieldFilterError, match="black.field: 'a.b:' names no column"):

@@ -456,9 +456,9 @@ class EntryConverter:
     def _classify(self, sql: str, schema: str | None) -> list[DdlResult]:
         try:
             results = self.ddl_classifier(sql, schema)
-        except Exception as exc:  # a statement the classifier cannot handle stays a plain QUERY
+        except Exception as exc:  # Canal's DruidDdlParser on a ParserException: one nameless QUERY
             log.warning("DDL classifier failed on %r: %s", sql[:200], exc)
-            return []
+            return [("QUERY", None, None)]
         return [_ddl_result(r) for r in results or ()]
 
     def _query(self, e: ev.QueryEvent) -> pb.Entry:
@@ -484,11 +484,21 @@ class EntryConverter:
         if tail == "COMMIT":  # a non-transactional engine's statement group: no XID
             return self._entry(self._header(e), pb.TRANSACTIONEND, pb.TransactionEnd(transactionId="0"))
         results = self._classify(sql, e.schema or None)
-        if results:
-            name, schema, table = results[0]
-            event_type = pb.EventType.Value(name)
-        else:
-            event_type, schema, table = pb.QUERY, None, None
+        if not results:
+            # A statement that names no table or database (accounts, views, routines, SAVEPOINT,
+            # ALTER DATABASE, REPLACE, ...): Canal's DruidDdlParser gives no result and Canal drops
+            # the event (LogEventConvert.parseQueryEvent: ``if (!notFilter) return null``). pycanal
+            # keeps it as an informational QUERY entry without isDdl, the shape Canal gives the SQL
+            # behind rows events, so a client that treats isDdl entries as schema changes skips it;
+            # ``filter.query.dcl`` drops it as Canal would.
+            change = pb.RowChange(eventType=pb.QUERY, sql=sql)
+            if e.schema:
+                change.ddlSchemaName = e.schema
+            return self._entry(self._header(e, "", "", pb.QUERY), pb.ROWDATA, change)
+        name, schema, table = results[0]  # Canal: "for a multi-table DDL only the first counts"
+        event_type = pb.EventType.Value(name)
+        # LogEventConvert.parseQueryEvent: setIsDdl(!isDml) -- true for table DDL and for a QUERY
+        # from a database statement, false for statement DML.
         change = pb.RowChange(eventType=event_type, isDdl=event_type not in _DML, sql=sql)
         if e.schema:
             change.ddlSchemaName = e.schema

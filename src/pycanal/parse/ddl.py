@@ -325,6 +325,7 @@ class AlterAction:
     default: Default | None = None
     drop_default: bool = False
     invisible: bool | None = None
+    table_option: bool = False  # ENGINE=, COMMENT=, CHARSET=, ...: a table option, not an item
 
 
 @dataclass(slots=True)
@@ -1322,7 +1323,7 @@ class _Parser:
         ):  # fmt: skip
             self.skip_clause(frozenset({","}))
             return AlterAction("OPTION")
-        action = AlterAction("TABLE_CHARSET")
+        action = AlterAction("TABLE_CHARSET", table_option=True)
         if self.table_option(action):
             if action.charset is None and action.collate is None:
                 action.op = "OPTION"
@@ -1550,15 +1551,23 @@ def _sg_results(expr, default_schema: str | None) -> list[DdlResult] | None:
                 index_like = (exp.PrimaryKey, exp.IndexColumnConstraint, exp.UniqueColumnConstraint)
                 kind = DdlType.CINDEX if any(isinstance(c, index_like) for c in inner) else DdlType.ALTER
                 out.append(res(kind, t))
-            elif isinstance(action, exp.DropPrimaryKey) or (
-                isinstance(action, exp.Drop)
-                and str(action.args.get("kind") or "").upper() in ("INDEX", "KEY")
+            elif isinstance(action, exp.Drop) and str(action.args.get("kind") or "").upper() in (
+                "INDEX",
+                "KEY",
             ):
                 out.append(res(DdlType.DINDEX, t))
             else:
                 out.append(res(DdlType.ALTER, t))
         return out or [res(DdlType.ALTER, t)]
     return None
+
+
+_DROP_PRIMARY = re.compile(r"DROP\s+PRIMARY\b", re.I)
+_ADD_FK_OR_CHECK = re.compile(
+    r"ADD\s+(?:CONSTRAINT\s+(?:IF\s+NOT\s+EXISTS\s+)?(?:(?!FOREIGN\b|CHECK\b)(?:`(?:[^`]|``)*`|\w+)\s*)?)?"
+    r"(?:FOREIGN|CHECK)\b",
+    re.I,
+)
 
 
 def _hand_results(stmt: Statement, default_schema: str | None) -> list[DdlResult]:
@@ -1571,15 +1580,22 @@ def _hand_results(stmt: Statement, default_schema: str | None) -> list[DdlResult
     if isinstance(stmt, CreateTable):
         return [res(DdlType.CREATE, stmt.table, temporary=stmt.temporary)]
     if isinstance(stmt, AlterTable):
-        out = []
+        # DruidDdlParser.parse's ALTER TABLE branch: one ALTER first when the statement has table
+        # options, then one result per item: RENAME, CINDEX for an added index, key or unique/primary
+        # constraint, DINDEX for a dropped index, key or constraint, ALTER for the rest (DROP PRIMARY
+        # KEY and DROP FOREIGN KEY included). Druid gives an added FOREIGN KEY or CHECK no result at
+        # all (and Canal then drops the statement); pycanal keeps such a statement as one ALTER.
+        out = [res(DdlType.ALTER, stmt.table)] if any(a.table_option for a in stmt.actions) else []
         for a in stmt.actions:
+            if a.table_option:
+                continue
             if a.op == "RENAME_TABLE":
                 out.append(res(DdlType.RENAME, a.table, stmt.table))
             elif a.op in ("ADD_INDEX", "ADD_PRIMARY_KEY"):
                 out.append(res(DdlType.CINDEX, stmt.table))
-            elif a.op in ("DROP_INDEX", "DROP_PRIMARY_KEY"):
+            elif a.op in ("DROP_INDEX", "DROP_PRIMARY_KEY") and not _DROP_PRIMARY.match(a.text):
                 out.append(res(DdlType.DINDEX, stmt.table))
-            else:
+            elif not _ADD_FK_OR_CHECK.match(a.text):
                 out.append(res(DdlType.ALTER, stmt.table))
         return out or [res(DdlType.ALTER, stmt.table)]
     if isinstance(stmt, DropTables):
@@ -1594,9 +1610,7 @@ def _hand_results(stmt: Statement, default_schema: str | None) -> list[DdlResult
         return [res(DdlType.DINDEX, stmt.table)]
     if isinstance(stmt, CreateDatabase | DropDatabase):
         return [DdlResult(DdlType.QUERY, stmt.name, None)]
-    if isinstance(stmt, AlterDatabase):
-        return [DdlResult(DdlType.QUERY, stmt.name or default_schema, None)]
-    return [DdlResult(DdlType.QUERY, default_schema, None)]
+    return []  # ALTER DATABASE and statements on no table: DruidDdlParser names nothing
 
 
 def _guess_table(tokens: list[Token], default_schema: str | None) -> TableName | None:
@@ -1615,6 +1629,40 @@ def _guess_table(tokens: list[Token], default_schema: str | None) -> TableName |
         return p.table_name().qualified(default_schema)
     except DdlParseError:
         return None
+
+
+_DML_FILLERS = frozenset({"LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "QUICK", "IGNORE", "INTO"})
+_CLAUSES = frozenset({"SET", "WHERE", "ORDER", "LIMIT", "PARTITION", "RETURNING"})
+_JOINS = frozenset({"JOIN", "INNER", "CROSS", "LEFT", "RIGHT", "NATURAL", "STRAIGHT_JOIN", "USING"})
+
+
+def _dml_results(verb: str, tokens: list[Token], default_schema: str | None) -> list[DdlResult]:
+    """DruidDdlParser.parse for a statement DML: INSERT, UPDATE or DELETE with the one table it
+    writes (none for a multi-table UPDATE or DELETE); REPLACE is no ``SQLInsertStatement`` there,
+    so it gives no result."""
+    if verb == "REPLACE":
+        return []
+    p = _Parser("", tokens)
+    table: TableName | None = None
+    try:
+        p.i = 1
+        while p.word() in _DML_FILLERS:
+            p.i += 1
+        if verb == "DELETE" and not p.accept("FROM"):
+            raise p.error("multi-table DELETE")
+        table = p.table_name().qualified(default_schema)
+        if verb != "INSERT":
+            if p.accept("AS"):
+                p.advance()
+            elif p.peek() is not None and p.punct() is None and p.word() not in _CLAUSES | _JOINS:
+                p.advance()  # an alias
+            if p.word() in _JOINS or p.punct() == ",":
+                table = None
+    except DdlParseError:
+        table = None
+    if table is None:
+        return [DdlResult(_DML[verb], default_schema, None)]
+    return [DdlResult(_DML[verb], table.schema, table.name)]
 
 
 def _dedupe(results: list[DdlResult]) -> list[DdlResult]:
@@ -1642,10 +1690,8 @@ def parse_ddl(sql: str, default_schema: str | None, sql_mode: int = 0) -> list[D
         except DdlParseError:
             head = []
         family, verb = _classify(head)
-        if family == "other":
-            return [DdlResult(DdlType.QUERY, default_schema, None)]
-        if family == "dml":
-            return [DdlResult(_DML[verb], default_schema, None)]
+        if family in ("other", "dml"):
+            return _dml_results(verb, head, default_schema) if family == "dml" else []
         guess = _guess_table(head, default_schema) if family == "table" else None
         return [
             DdlResult(
@@ -1657,10 +1703,20 @@ def parse_ddl(sql: str, default_schema: str | None, sql_mode: int = 0) -> list[D
         ]
     family, verb = _classify(tokens)
     if family == "other":
-        return [DdlResult(DdlType.QUERY, default_schema, None)]
+        return []
     if family == "dml":
-        return [DdlResult(_DML[verb], default_schema, None)]
+        return _dml_results(verb, tokens, default_schema)
     hand_error: str | None = None
+    if family == "table" and verb == "ALTER":
+        # Canal's result order for ALTER TABLE needs every clause, table options included: the hand
+        # parser keeps them all (sqlglot drops some), so it goes first here.
+        try:
+            stmt = parse_statement(sql, sql_mode)
+        except DdlParseError:
+            pass
+        else:
+            if isinstance(stmt, AlterTable):
+                return _dedupe(_hand_results(stmt, default_schema))
     if family == "table":
         sqlglot = _sqlglot_module()
         try:

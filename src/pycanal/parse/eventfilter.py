@@ -75,14 +75,16 @@ class EventFilters:
     def drops_queries(self) -> bool:
         return self.query_dml or self.query_ddl or self.query_dcl
 
-    def drops_query(self, event_type: int, is_ddl: bool) -> bool:
+    def drops_query(self, event_type: int) -> bool:
         """Whether a ROWDATA entry built from a QUERY event (``event_type`` of its header) is
-        dropped."""
+        dropped: as LogEventConvert.processFilter and parseQueryEvent, ``query.ddl`` drops every
+        one, ``query.dml`` statement DML, ``query.dcl`` the QUERY type (database statements and
+        statements on no table)."""
+        if self.query_ddl:
+            return True
         if event_type in _DML:
             return self.query_dml
-        if is_ddl or event_type in _DDL:
-            return self.query_ddl
-        return self.query_dcl
+        return event_type not in _DDL and self.query_dcl
 
 
 class FieldFilterError(ValueError):

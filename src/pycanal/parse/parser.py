@@ -738,9 +738,7 @@ class MysqlEventParser:
                                 if isinstance(event, ev.RowsQueryEvent):  # the SQL behind rows: DML
                                     if filters.query_dml:
                                         continue
-                                elif filters.drops_query(
-                                    header.eventType, pb.RowChange.FromString(entry.storeValue).isDdl
-                                ):
+                                elif filters.drops_query(header.eventType):
                                     continue
                         if fields and fields.applies(header.schemaName, header.tableName):
                             entry = fields.filter_entry(entry)

@@ -160,7 +160,7 @@ def _step(entry: pb.Entry, gtid: str | None, txn: bool) -> tuple[bool, str | Non
                 gtid = prop.value or None
         if h.eventType not in _IUD:
             change = pb.RowChange.FromString(entry.storeValue)
-            if change.eventType not in _IUD and change.isDdl and is_ddl(change.sql):
+            if change.eventType not in _IUD and is_ddl(change.sql):
                 return True, None, False
     return not txn, gtid, txn
 

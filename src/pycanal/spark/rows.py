@@ -230,7 +230,8 @@ class _Builder:
         results = parse_ddl(sql, session_db, sql_mode)
         if self.accepts is not None and not self.accepts.accepts_ddl(results):
             return
-        names: list[tuple[str | None, str | None]] = []
+        # A statement on no table (a view, a routine) is still a row: of its session database.
+        names: list[tuple[str | None, str | None]] = [] if results else [(session_db, None)]
         for r in results:
             # A RENAME names both sides; a database statement has no table.
             for name in ([(r.ori_schema, r.ori_table)] if r.ori_table else []) + [(r.schema, r.table)]:
@@ -593,7 +594,7 @@ class EntryRows(_RowSource["pb.Entry | bytes"]):
                     run = self._run(h, op, change.rowDatas)
                     if run is not None:
                         yield run
-                elif change.isDdl and is_ddl(change.sql):
+                elif is_ddl(change.sql):
                     session = change.ddlSchemaName or None
                     yield from b.ddl_runs(change.sql, session, 0, h.logfileName, h.logfileOffset,
                                           h.executeTime // 1000)  # fmt: skip

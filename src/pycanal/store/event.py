@@ -10,9 +10,8 @@ Sizes are Canal's: the length of the serialized entry in raw mode; otherwise the
 size when ``eventLength`` is not set.
 
 ``is_ddl`` follows Canal's ``MemoryEventStoreWithBuffer.isDdl``: a ROWDATA entry whose event type
-is CREATE, ALTER, ERASE, RENAME, TRUNCATE, CINDEX or DINDEX. pycanal also counts a QUERY entry whose
-``RowChange.isDdl`` is set (a DDL the classifier could not name), reading its ``storeValue`` only
-for QUERY entries.
+is CREATE, ALTER, ERASE, RENAME, TRUNCATE, CINDEX or DINDEX -- by event type only, never by
+``RowChange.isDdl`` (a QUERY entry is no ack point and no DDL batch of its own).
 """
 
 from __future__ import annotations
@@ -36,17 +35,8 @@ def _event_type(header: pb.Header) -> int:
     return header.eventType if header.HasField("eventType") else pb.UPDATE
 
 
-def _is_ddl(entry: pb.Entry, entry_type: int, event_type: int) -> bool:
-    if entry_type != pb.ROWDATA:
-        return False
-    if event_type in DDL_EVENT_TYPES:
-        return True
-    if event_type == pb.QUERY and entry.storeValue:
-        try:
-            return pb.RowChange.FromString(entry.storeValue).isDdl
-        except Exception:  # a malformed payload is not the store's business
-            return False
-    return False
+def _is_ddl(entry_type: int, event_type: int) -> bool:
+    return entry_type == pb.ROWDATA and event_type in DDL_EVENT_TYPES
 
 
 def _rows_count(header: pb.Header) -> int:
@@ -130,7 +120,7 @@ class Event:
             gtid=h.gtid,
             entry_type=entry_type,
             event_type=event_type,
-            is_ddl=_is_ddl(entry, entry_type, event_type),
+            is_ddl=_is_ddl(entry_type, event_type),
             raw=data,
             entry=None if raw else entry,
             identity=identity,
@@ -152,7 +142,7 @@ class Event:
             gtid=h.gtid,
             entry_type=entry_type,
             event_type=event_type,
-            is_ddl=_is_ddl(entry, entry_type, event_type),
+            is_ddl=_is_ddl(entry_type, event_type),
             raw=bytes(data),
             identity=identity,
             rows=_rows_count(h) if entry_type == pb.ROWDATA else 0,
