@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decode as decode_bench  # noqa: E402  (the workload and the python-mysql-replication runner)
 from pycanal.client import SimpleConnector  # noqa: E402
+from pycanal.client.simple import CanalClientError  # noqa: E402
 from pycanal.protocol import EntryProtocol_pb2 as pb  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
@@ -88,6 +89,22 @@ def start_server(conf: Path, port: int, log_path: Path) -> subprocess.Popen[byte
                 return proc
         time.sleep(0.1)
     raise RuntimeError("server did not listen")
+
+
+def subscribed(port: int) -> SimpleConnector:
+    """A connector subscribed as soon as the destination runs (the port opens before it starts)."""
+    deadline = time.monotonic() + 60
+    while True:
+        conn = SimpleConnector(("127.0.0.1", port), "bench")
+        conn.connect()
+        try:
+            conn.subscribe()
+            return conn
+        except CanalClientError:
+            conn.disconnect()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def consume(
@@ -185,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             write_conf(conf, db, port, (path.name, 4), f"{decode_bench.TABLE}|{LAT_TABLE}")
             proc = start_server(conf, port, Path(tmp) / "server.log")
             try:
-                conn = SimpleConnector(("127.0.0.1", port), "bench")
-                conn.connect()
-                conn.subscribe()
+                conn = subscribed(port)
                 rows, secs = consume(conn, args.rows)
                 result["pycanal_e2e"] = {
                     "rows": rows,

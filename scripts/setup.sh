@@ -86,6 +86,11 @@ if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null 2>&1; 
 fi
 log "zookeeper: $(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo installed)"
 
+# sysbench (Debian package) writes the OLTP workloads of bench/oltp.py; only the benchmarks use it.
+if ! have sysbench; then
+    apt_install sysbench
+fi
+
 PY="$(pick_python || true)"
 if [ -z "$PY" ]; then
     apt_install python3 python3-venv

@@ -16,7 +16,9 @@ import pytest
 from pycanal.binlog import read_events
 from pycanal.parse.buffer import TransactionBuffer
 from pycanal.parse.convert import EntryConverter, keyword_ddl_classifier
+from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.protocol import CanalEntry as C
+from pycanal.store.event import Event
 from pycanal.testing import PrivateMariaDB
 
 pytestmark = pytest.mark.mariadb
@@ -394,8 +396,8 @@ def test_buffer_batches_and_positions_over_the_stream(types_stream):
     (table, events, entries), _ = types_stream
     batches: list[list[C.Entry]] = []
     positions = []
-    buf = TransactionBuffer(1024, batches.append, positions.append)
-    buf.add_all(entries)
+    buf = TransactionBuffer(1024, lambda b: batches.append([r.entry for r in b]), positions.append)
+    buf.add_all(Event.from_entry(e) for e in entries)
     kinds = [[C.EntryType.Name(e.entryType) for e in b] for b in batches]
     # GTIDLOG entries are dropped; each ANNOTATE_ROWS query (non-DML ROWDATA) flushes, as in Canal
     assert kinds == [["TRANSACTIONBEGIN", "ROWDATA"], ["ROWDATA", "TRANSACTIONEND"]] * 7
@@ -407,10 +409,10 @@ def test_buffer_batches_and_positions_over_the_stream(types_stream):
     # without the query entries, one batch per transaction
     batches.clear()
     positions.clear()
-    conv = EntryConverter(filter_query_dml=True)
-    buf = TransactionBuffer(4, batches.append, positions.append)
+    conv = RawEntryConverter(filter_query_dml=True)
+    buf = TransactionBuffer(4, lambda b: batches.append([r.entry for r in b]), positions.append)
     for e in events:
-        buf.add_all(conv.convert(e))
+        buf.add_all(conv.records(e))
     assert [[C.EntryType.Name(e.entryType) for e in b] for b in batches] == [
         ["TRANSACTIONBEGIN", "ROWDATA", "TRANSACTIONEND"]
     ] * 7

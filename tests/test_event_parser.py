@@ -13,6 +13,7 @@ from pycanal.parse.index import MemoryLogPositionManager
 from pycanal.parse.parser import MysqlEventParser
 from pycanal.parse.position import EntryPosition, LogIdentity, LogPosition
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.store.event import Event
 from pycanal.testing import PrivateMariaDB
 
 pytestmark = pytest.mark.mariadb
@@ -31,9 +32,9 @@ class ListSink:
         self.entries: list[pb.Entry] = []
         self.lock = threading.Lock()
 
-    def __call__(self, entries: list[pb.Entry]) -> bool:
+    def __call__(self, records: list[Event]) -> bool:
         with self.lock:
-            self.entries.extend(entries)
+            self.entries.extend(r.entry for r in records)
         return True
 
     def ids(self, table: str = "ep") -> list[int]:

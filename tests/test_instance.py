@@ -12,6 +12,7 @@ from pycanal.parse.position import EntryPosition, LogIdentity, LogPosition
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.sink import EntryEventSink
 from pycanal.store import MemoryEventStore
+from pycanal.store.event import Event
 
 IDENT = LogIdentity(("127.0.0.1", 3306), -1)
 
@@ -59,12 +60,15 @@ def test_sink_drops_heartbeats_and_blocks_while_full() -> None:
     store = MemoryEventStore(buffer_size=4, batch_mode="ITEMSIZE")
     sink = EntryEventSink(store, IDENT, retry_interval=0.02)
     sink.start()
-    assert sink.sink([entry(1, pb.HEARTBEAT)])
+    rec = Event.from_entry  # the sink takes store records (RawEntryConverter.records)
+    assert sink.sink([rec(entry(1, pb.HEARTBEAT))])
     assert len(store) == 0
-    assert sink.sink([entry(10), entry(11, pb.HEARTBEAT), entry(12), entry(13), entry(14)])
+    assert sink.sink(
+        [rec(entry(10)), rec(entry(11, pb.HEARTBEAT)), rec(entry(12)), rec(entry(13)), rec(entry(14))]
+    )
     assert len(store) == 4
     done = threading.Event()
-    threading.Thread(target=lambda: (sink.sink([entry(20)]), done.set()), daemon=True).start()
+    threading.Thread(target=lambda: (sink.sink([rec(entry(20))]), done.set()), daemon=True).start()
     time.sleep(0.2)
     assert not done.is_set()  # blocked: the store is full
     batch = store.get(None, 2)
@@ -76,7 +80,7 @@ def test_sink_drops_heartbeats_and_blocks_while_full() -> None:
     # stop releases a blocked put
     store.put([store.new_event(entry(30))])
     result = []
-    t = threading.Thread(target=lambda: result.append(sink.sink([entry(40)])), daemon=True)
+    t = threading.Thread(target=lambda: result.append(sink.sink([rec(entry(40))])), daemon=True)
     t.start()
     time.sleep(0.1)
     sink.stop()

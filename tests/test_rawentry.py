@@ -26,6 +26,7 @@ from pycanal.parse import rawentry as R
 from pycanal.parse.convert import EntryConverter, TableIdNotFoundError, keyword_ddl_classifier
 from pycanal.parse.rawentry import RawEntryConverter, encode_varint
 from pycanal.protocol import CanalEntry as C
+from pycanal.store.event import Event
 from pycanal.testing import PrivateMariaDB
 
 DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
@@ -60,9 +61,17 @@ def both_conv(events: list[ev.Event], **options: Any) -> tuple[list[bytes], list
     options.setdefault("ddl_classifier", keyword_ddl_classifier)
     expected_conv = EntryConverter(**options)
     raw_conv = RawEntryConverter(**options)
-    got = [raw for e in events for raw in raw_conv.convert(e)]
+    records = [r for e in events for r in raw_conv.records(e)]
+    got = [r.raw for r in records]
     expected = [entry.SerializeToString() for e in events for entry in expected_conv.convert(e)]
+    for k, r in enumerate(records):  # what the records say is what their bytes say
+        assert _fields(r) == _fields(Event.from_raw(r.raw)), f"record {k}"
     return expected, got, raw_conv
+
+
+def _fields(r: Event) -> tuple:
+    return (r.journal_name, r.position, r.event_length, r.execute_time, r.server_id, r.gtid, r.entry_type,
+            r.event_type, r.is_ddl, r.rows, r.size)  # fmt: skip
 
 
 def assert_same(expected: list[bytes], got: list[bytes]) -> None:

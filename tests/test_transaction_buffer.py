@@ -14,14 +14,15 @@ import pytest
 
 from pycanal.binlog import read_events
 from pycanal.parse.buffer import FlushRejectedError, TransactionBuffer, TransactionPosition
-from pycanal.parse.convert import EntryConverter
+from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.protocol import CanalEntry as C
+from pycanal.store.event import Event
 
 
 def entry(
     offset: int, entry_type: int | None = None, event_type: int | None = None, length: int = 10
-) -> C.Entry:
-    """Like Canal's test ``buildEntry``: file "1", offset, executeTime 40 + offset."""
+) -> Event:
+    """Like Canal's test ``buildEntry``: file "1", offset, executeTime 40 + offset (a store record)."""
     header = C.Header(
         logfileName="1", logfileOffset=offset, executeTime=40 + offset, eventLength=length, serverId=7
     )
@@ -30,7 +31,7 @@ def entry(
     e = C.Entry(header=header)
     if entry_type is not None:
         e.entryType = entry_type
-    return e
+    return Event.from_entry(e)
 
 
 class Sink:
@@ -39,8 +40,8 @@ class Sink:
         self.positions: list[TransactionPosition] = []
         self.accept = accept
 
-    def flush(self, batch: list[C.Entry]) -> bool:
-        self.batches.append(list(batch))
+    def flush(self, batch: list[Event]) -> bool:
+        self.batches.append([r.entry for r in batch])
         return self.accept
 
     def offsets(self) -> list[list[int]]:
@@ -150,9 +151,9 @@ def test_ddl_between_transactions_is_a_batch_of_its_own():
 def test_heartbeat_flushes():
     buf, sink = make()
     buf.add(entry(0, C.ROWDATA, C.INSERT))
-    hb = C.Entry(header=C.Header(eventType=C.MHEARTBEAT), entryType=C.HEARTBEAT)
+    hb = Event.from_entry(C.Entry(header=C.Header(eventType=C.MHEARTBEAT), entryType=C.HEARTBEAT))
     buf.add(hb)
-    assert len(sink.batches) == 1 and sink.batches[0][-1] is hb
+    assert len(sink.batches) == 1 and sink.batches[0][-1] == hb.entry
     buf.add(hb)  # an idle source: a heartbeat alone is flushed too
     assert len(sink.batches) == 2
 
@@ -236,9 +237,9 @@ def test_converted_fixture_batches_are_transactions(fixtures_dir: Path):
     """Converter + buffer over a real binlog: one batch per transaction, positions at the XIDs."""
     sink = Sink()
     buf = TransactionBuffer(1024, sink.flush, sink.positions.append)
-    conv = EntryConverter()
+    conv = RawEntryConverter()
     for event in read_events(fixtures_dir / "binlog-parser" / "mysql-bin.01"):
-        buf.add_all(conv.convert(event))
+        buf.add_all(conv.records(event))
     kinds = [[C.EntryType.Name(e.entryType) for e in b] for b in sink.batches]
     assert kinds == [["TRANSACTIONBEGIN", "ROWDATA", "TRANSACTIONEND"]] * 4
     assert [(p.position, p.end_position) for p in sink.positions] == [
@@ -255,12 +256,38 @@ def test_converted_payload_transaction_ends_at_the_payload_end(fixtures_dir: Pat
     path = fixtures_dir / "rust_mysql_common" / "transaction_compression.000001"
     sink = Sink()
     buf = TransactionBuffer(16, sink.flush, sink.positions.append)
-    conv = EntryConverter()
+    conv = RawEntryConverter()
     payloads = []
     for event in read_events(path):
         if event.type_name == "TRANSACTION_PAYLOAD":
             payloads.append(event)
-        buf.add_all(conv.convert(event))
+        buf.add_all(conv.records(event))
     (payload,) = payloads
     (p,) = sink.positions
     assert (p.position, p.end_position) == (payload.pos, payload.next_pos)
+
+
+def test_deferred_batches_reach_the_sink_together_at_commit():
+    """The parser's mode: flushed batches wait for commit() (or ``size`` entries), then go in one
+    call, in order, and the last transaction end among them is persisted."""
+    sink = Sink()
+    buf = TransactionBuffer(64, sink.flush, sink.positions.append, deferred=True)
+    for t in range(3):
+        buf.add(entry(10 * t, C.TRANSACTIONBEGIN))
+        buf.add(entry(10 * t + 1, C.ROWDATA, C.INSERT))
+        buf.add(entry(10 * t + 2, C.ROWDATA, C.QUERY))  # a flush point inside the transaction
+        buf.add(entry(10 * t + 3, C.ROWDATA, C.INSERT))
+        buf.add(entry(10 * t + 4, C.TRANSACTIONEND))
+    assert sink.batches == [] and sink.positions == [] and len(buf) == 15
+    buf.commit()
+    assert sink.offsets() == [[o + 10 * t for t in range(3) for o in range(5)]]
+    assert [p.position for p in sink.positions] == [24] and len(buf) == 0
+    buf.commit()  # nothing waiting: no call
+    assert len(sink.batches) == 1
+    # the size bound hands them over without a commit
+    small = Sink()
+    buf = TransactionBuffer(4, small.flush, small.positions.append, deferred=True)
+    for t in range(2):
+        for o, kind in enumerate((C.TRANSACTIONBEGIN, C.ROWDATA, C.TRANSACTIONEND)):
+            buf.add(entry(10 * t + o, kind, C.INSERT if kind == C.ROWDATA else None))
+    assert small.offsets() == [[0, 1, 2, 10, 11, 12]] and [p.position for p in small.positions] == [12]

@@ -580,8 +580,19 @@ def _exact(buf: bytes, pos: int, n: int) -> bytes:
     return buf[pos : pos + n]
 
 
+_BIT_LISTS: dict[tuple[bytes, int], list[int]] = {}
+
+
 def _bit_list(bitmap: bytes, n: int) -> list[int]:
-    return [i for i in range(n) if bitmap[i >> 3] >> (i & 7) & 1]
+    """The columns present in a rows event's bitmap; one shared list per bitmap (never mutated):
+    a table's events repeat the same few bitmaps."""
+    key = (bytes(bitmap), n)
+    out = _BIT_LISTS.get(key)
+    if out is None:
+        out = [i for i in range(n) if bitmap[i >> 3] >> (i & 7) & 1]
+        if len(_BIT_LISTS) < 4096:
+            _BIT_LISTS[key] = out
+    return out
 
 
 def _mariadb_uncompress(raw: bytes) -> bytes:

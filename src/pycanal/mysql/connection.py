@@ -21,7 +21,7 @@ import random
 import socket
 import ssl as _ssl
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -462,9 +462,11 @@ class ReplicaConnection:
         self._start_stream(P.com_binlog_dump("", 4, self.server_id, flags), "", 0, flags)
 
     # ------------------------------------------------------------------ the stream
-    def events(self) -> Iterator[Event]:
+    def events(self, on_wait: Callable[[], object] | None = None) -> Iterator[Event]:
         """Decoded events of the running dump, in order; :attr:`position` is updated before each
         event is yielded. Ends at an EOF packet (non-blocking dump at the end of the binlog).
+        ``on_wait()`` runs whenever every event received so far has been yielded, before the read
+        that may block (the parser hands its finished transactions to the store then).
 
         :meth:`close` from another thread ends the iteration normally.
 
@@ -486,6 +488,8 @@ class ReplicaConnection:
         while True:
             item = take()
             if item is None:
+                if on_wait is not None:
+                    on_wait()
                 try:
                     recv(timeout)
                 except _ClosedLocally:

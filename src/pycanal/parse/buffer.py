@@ -12,14 +12,22 @@ boundaries:
   larger than the buffer reaches the sink in pieces;
 * any other entry type (``GTIDLOG``) is dropped, as in Canal.
 
-An unset ``entryType`` counts as ROWDATA and an unset Header ``eventType`` as UPDATE (the
-defaults of Canal's proto2 messages).
+The buffer holds store records (``pycanal.store.Event``: an entry's bytes and its entry type,
+event type and position, as the converter wrote them), so nothing is parsed back; an unset
+``entryType`` counts as ROWDATA and an unset Header ``eventType`` as UPDATE (the defaults of
+Canal's proto2 messages, ``Event.from_entry``).
 
 ``flush_callback(entries)`` must block until the sink has accepted the entries; returning
 ``False`` (or raising) means they were not accepted: ``flush`` raises and keeps them buffered.
 After an accepted batch the buffer records the position of the last ``TRANSACTIONEND`` in it
 (``last_position``) and passes it to ``position_callback``, which is where the position manager
 persists it: everything up to that transaction end has reached the sink.
+
+``deferred=True`` (the parser's mode) keeps the flushed batches, in order, until :meth:`commit`
+(or until ``size`` entries are waiting) and hands them to the callback in one call: the store
+then takes a burst of small transactions in one put, and the position persisted is the last
+transaction end of all of them. What the sink receives, in which order and where the transaction
+boundaries are, is the same; only the number of calls changes.
 
 Differences from Canal: the batch's first entry is also searched for the transaction end (Canal's
 loop stops at index 1, so a batch starting with the end of a split transaction persisted
@@ -36,10 +44,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.store.event import Event
 
 __all__ = ["FlushRejectedError", "TransactionBuffer", "TransactionPosition"]
 
 _DML = frozenset({pb.INSERT, pb.UPDATE, pb.DELETE})
+_ROWDATA, _BEGIN, _END, _HEARTBEAT = pb.ROWDATA, pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND, pb.HEARTBEAT
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,15 +71,14 @@ class TransactionPosition:
     gtid: str = ""
 
     @classmethod
-    def of(cls, entry: pb.Entry) -> TransactionPosition:
-        h = entry.header
+    def of(cls, record: Event) -> TransactionPosition:
         return cls(
-            h.logfileName,
-            h.logfileOffset,
-            h.logfileOffset + h.eventLength,
-            h.executeTime,
-            h.serverId,
-            h.gtid,
+            record.journal_name,
+            record.position,
+            record.position + record.event_length,
+            record.execute_time,
+            record.server_id,
+            record.gtid,
         )
 
 
@@ -87,8 +96,10 @@ class TransactionBuffer:
     def __init__(
         self,
         size: int = 1024,
-        flush_callback: Callable[[list[pb.Entry]], Any] | None = None,
+        flush_callback: Callable[[list[Event]], Any] | None = None,
         position_callback: Callable[[TransactionPosition], Any] | None = None,
+        *,
+        deferred: bool = False,
     ) -> None:
         if isinstance(size, bool) or not isinstance(size, int):
             raise TypeError(f"transaction buffer size must be an int, not {type(size).__name__}")
@@ -100,55 +111,65 @@ class TransactionBuffer:
         self.flush_callback = flush_callback
         self.position_callback = position_callback
         self.last_position: TransactionPosition | None = None
-        self._entries: list[pb.Entry] = []
+        self.deferred = deferred
+        self._entries: list[Event] = []
+        self._ready: list[Event] = []  # flushed, not yet handed to the callback
+        self._ready_end: Event | None = None  # the last TRANSACTIONEND among them
 
     def __len__(self) -> int:
-        """Entries buffered and not yet flushed."""
-        return len(self._entries)
+        """Entries buffered and not yet handed to the callback."""
+        return len(self._entries) + len(self._ready)
 
-    def add(self, entry: pb.Entry) -> None:
-        kind = entry.entryType if entry.HasField("entryType") else pb.ROWDATA
-        if kind == pb.TRANSACTIONBEGIN:
-            self.flush()
-            self._put(entry)
-        elif kind == pb.TRANSACTIONEND:
-            self._put(entry)
-            self.flush()
-        elif kind == pb.ROWDATA:
-            self._put(entry)
-            header = entry.header
-            event_type = header.eventType if header.HasField("eventType") else pb.UPDATE
-            if event_type not in _DML:
+    def add(self, record: Event) -> None:
+        kind = record.entry_type
+        if kind == _ROWDATA:
+            self._put(record)
+            if record.event_type not in _DML:
                 self.flush()
-        elif kind == pb.HEARTBEAT:
-            self._put(entry)
+        elif kind == _BEGIN:
+            self.flush()
+            self._put(record)
+        elif kind == _END or kind == _HEARTBEAT:
+            self._put(record)
             self.flush()
         # Other entry types (GTIDLOG) are not passed on.
 
-    def add_all(self, entries: Iterable[pb.Entry]) -> None:
-        for entry in entries:
-            self.add(entry)
+    def add_all(self, records: Iterable[Event]) -> None:
+        for record in records:
+            self.add(record)
 
     def flush(self) -> None:
-        """Hand everything buffered to the callback (no-op when empty)."""
-        if not self._entries:
-            return
+        """End a batch here: hand it to the callback now, or, deferred, at :meth:`commit`."""
         batch = self._entries
-        if self.flush_callback(batch) is False:
-            raise FlushRejectedError(f"the sink did not accept a batch of {len(batch)} entries")
-        self._entries = []
-        for entry in reversed(batch):
-            if entry.HasField("entryType") and entry.entryType == pb.TRANSACTIONEND:
-                self.last_position = position = TransactionPosition.of(entry)
-                if self.position_callback is not None:
-                    self.position_callback(position)
-                break
+        if batch:
+            self._entries = []
+            for record in reversed(batch):
+                if record.entry_type == _END:
+                    self._ready_end = record
+                    break
+            self._ready += batch
+        if not self.deferred or len(self._ready) >= self.size:
+            self.commit()
+
+    def commit(self) -> None:
+        """Hand every flushed batch to the callback, then persist the last transaction end."""
+        if not self._ready:
+            return
+        if self.flush_callback(self._ready) is False:
+            raise FlushRejectedError(f"the sink did not accept a batch of {len(self._ready)} entries")
+        end, self._ready, self._ready_end = self._ready_end, [], None
+        if end is not None:
+            self.last_position = position = TransactionPosition.of(end)
+            if self.position_callback is not None:
+                self.position_callback(position)
 
     def reset(self) -> None:
         """Drop buffered entries (the parser restarts from the last persisted position)."""
         self._entries = []
+        self._ready = []
+        self._ready_end = None
 
-    def _put(self, entry: pb.Entry) -> None:
+    def _put(self, record: Event) -> None:
         if len(self._entries) >= self.size:
             self.flush()
-        self._entries.append(entry)
+        self._entries.append(record)

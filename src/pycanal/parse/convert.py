@@ -397,19 +397,21 @@ class EntryConverter:
         if isinstance(event, ev.RowsQueryEvent):
             if self.filter_query_dml:
                 return []
-            table = ""
-            if event.type == E.ROWS_QUERY:
-                # Canal names the statement's table here (MariaDB's ANNOTATE_ROWS: no name). Only
-                # the name of a DML statement is needed: a keyword match, never the full parser
-                # (a multi-row INSERT can be megabytes long).
-                results = keyword_ddl_classifier(event.query[:4096], None)
-                table = (results[0][2] or "") if results else ""
+            table = self.rows_query_table(event.query) if event.type == E.ROWS_QUERY else ""
             return [self._query_entry(event, event.query, table)]
         if isinstance(event, (ev.UserVarEvent, ev.IntvarEvent, ev.RandEvent)):
             if self.filter_query_dml:
                 return []
             return [self._query_entry(event, _variable_statement(event), "")]
         return []
+
+    @staticmethod
+    def rows_query_table(sql: str) -> str:
+        """The table Canal names for MySQL's ROWS_QUERY statement (MariaDB's ANNOTATE_ROWS: none).
+        Only a DML statement's table is needed: a keyword match, never the full parser (a
+        multi-row INSERT can be megabytes long)."""
+        results = keyword_ddl_classifier(sql[:4096], None)
+        return (results[0][2] or "") if results else ""
 
     def convert_all(self, events: Iterable[ev.Event]) -> Iterator[pb.Entry]:
         for event in events:
@@ -511,23 +513,29 @@ class EntryConverter:
     def _gtid_entry(self, e: ev.Event, gtid: str) -> pb.Entry:
         return self._entry(self._header(e, "", "", pb.GTID), pb.GTIDLOG, pb.Pair(key="gtid", value=gtid))
 
-    def _gtid(self, e: ev.GtidEvent) -> list[pb.Entry]:
+    def track_gtid(self, e: ev.GtidEvent) -> bool:
+        """Take ``e`` into the GTID state the Headers carry; False for an anonymous GTID."""
         if e.type == E.ANONYMOUS_GTID or e.gtid is None:
-            return []
-        info = e.info
-        mariadb = e.type == E.MARIADB_GTID
+            return False
         if self.gtid_set is not None:
+            info = e.info
             self.gtid_set.update(e.gtid)
             self.gtid_text = str(self.gtid_set)
             props = [("curtGtid", e.gtid)]
-            if not mariadb:
+            if e.type != E.MARIADB_GTID:
                 if info.sequence_number is not None:
                     props.append(("curtGtidSn", str(info.sequence_number)))
                 if info.last_committed is not None:
                     props.append(("curtGtidLct", str(info.last_committed)))
             self.gtid_props = props
+        return True
+
+    def _gtid(self, e: ev.GtidEvent) -> list[pb.Entry]:
+        if not self.track_gtid(e):
+            return []
+        info = e.info
         out = [self._gtid_entry(e, e.gtid)]
-        if mariadb and not info.standalone:
+        if e.type == E.MARIADB_GTID and not info.standalone:
             # MariaDB writes no BEGIN query: the GTID event opens the transaction.
             begin = pb.TransactionBegin(threadId=info.thread_id or 0)
             if info.prepared_xa and info.xid is not None:

@@ -9,7 +9,8 @@ The parser runs in a thread::
 
 and loops: connect, find the start position (:meth:`find_start_position`, Canal's decision table,
 see below), start the schema history there, dump, decode, filter, convert to Canal entries, and
-hand them through the transaction buffer to ``sink(entries)``. ``sink`` blocks until the entries
+hand them through the transaction buffer to ``sink(records)`` (store records: each entry's bytes
+with its position and types, ``RawEntryConverter.records``). ``sink`` blocks until the entries
 are accepted and returns True (False or an exception: not accepted). Only after the sink accepted
 a batch is the position of its last complete transaction persisted through the position manager.
 On any error: ``alarm(destination, message)``, close the dump (killing it on the server), drop the
@@ -55,6 +56,7 @@ from typing import Any
 
 from pycanal.binlog import events as ev
 from pycanal.binlog.constants import LOG_EVENT_ARTIFICIAL_F
+from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.errors import TableIdNotFoundError
 from pycanal.mysql import control
@@ -67,6 +69,7 @@ from pycanal.parse.index import LogPositionManager, MemoryLogPositionManager
 from pycanal.parse.position import BINLOG_START_OFFSET, EntryPosition, LogIdentity, LogPosition
 from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.store.event import Event
 
 __all__ = [
     "BinlogPurgedPositionError",
@@ -160,7 +163,7 @@ class MysqlEventParser:
             consecutive failures of ``detecting_sql`` (run every ``detecting_interval`` s), an
             alarm, and with ``heartbeat_ha_enable`` and a standby, :meth:`do_switch`.
         schema_history: a ``SchemaHistory`` or None; schema_history_path: create one (SQLite).
-        sink: ``sink(entries) -> bool``; blocks until accepted.
+        sink: ``sink(records) -> bool`` (a list of ``pycanal.store.Event``); blocks until accepted.
         position_manager: default a :class:`MemoryLogPositionManager`.
         alarm: ``alarm(destination, message)``; default a logged error.
         dump_error_count_threshold: errno-1236 errors tolerated before the fallbacks (2).
@@ -197,7 +200,7 @@ class MysqlEventParser:
         heartbeat_ha_enable: bool = False,
         schema_history: Any = None,
         schema_history_path: str | None = None,
-        sink: Callable[[list[pb.Entry]], Any] | None = None,
+        sink: Callable[[list[Event]], Any] | None = None,
         position_manager: LogPositionManager | None = None,
         alarm: Callable[[str, str], Any] | None = None,
         dump_error_count_threshold: int = 2,
@@ -562,13 +565,13 @@ class MysqlEventParser:
                 log.exception("alarm callback failed")
         log.error("%s: %s", self.destination, message)
 
-    def _flush(self, entries: list[pb.Entry]) -> bool:
-        batch = [e for e in entries if e.entryType != pb.HEARTBEAT]
+    def _flush(self, records: list[Event]) -> bool:
+        batch = [r for r in records if r.entry_type != pb.HEARTBEAT]
         if not batch:
             return True
         accepted = self.sink(batch)
         if accepted is not False:
-            self.transactions += sum(1 for e in batch if e.entryType == pb.TRANSACTIONEND)
+            self.transactions += sum(1 for r in batch if r.entry_type == pb.TRANSACTIONEND)
         if not self._running:
             # Stopping: whatever the sink did, nothing more is persisted.
             raise _Stopping()
@@ -663,14 +666,14 @@ class MysqlEventParser:
         else:
             conn.dump(start.journal_name or "", start.position or BINLOG_START_OFFSET)
         log.info("%s: dumping %s:%d from %s", self.destination, address[0], address[1], start)
-        # Rows become serialized entries on the raw fast path; parsing them back into an Entry
-        # touches only the header (storeValue stays bytes), so the buffer and sink keep their API.
+        # Entries are written as bytes with what the buffer, the sink and the store read beside
+        # them: nothing is parsed back or serialized again on the way to the store.
         converter = RawEntryConverter(timezone=self.timezone, gtid_set=gtid_set)
-        parse_entry = pb.Entry.FromString
-        buffer = TransactionBuffer(self.transaction_size, self._flush, lambda tp: self._persist(address, tp))
+        buffer = TransactionBuffer(
+            self.transaction_size, self._flush, lambda tp: self._persist(address, tp), deferred=True
+        )
         accepts = self.filter.accepts
         filters, fields = self.event_filters, self.field_filter
-        queries_filtered = filters.drops_queries
 
         def keep_rows(e: ev.RowsEvent) -> bool:
             tm = e.table_map
@@ -690,7 +693,7 @@ class MysqlEventParser:
 
         streamed = False
         try:
-            for event in conn.events():
+            for event in conn.events(on_wait=buffer.commit):
                 if not self._running:
                     break
                 streamed = True
@@ -722,30 +725,45 @@ class MysqlEventParser:
                 ):
                     history.at((event.file, event.pos))
                     history.apply_event(event)
-                for data in converter.convert(event):
-                    entry = parse_entry(data)
-                    if entry.entryType == pb.ROWDATA:
-                        header = entry.header
-                        if not isinstance(event, ev.RowsEvent | ev.TransactionPayloadEvent):
-                            # A QUERY entry: DDL is filtered by its table (rows events were above).
-                            if (
-                                header.eventType not in _DML
-                                and header.tableName
-                                and not accepts(header.schemaName, header.tableName)
-                            ):
-                                continue
-                            if queries_filtered:
-                                if isinstance(event, ev.RowsQueryEvent):  # the SQL behind rows: DML
-                                    if filters.query_dml:
-                                        continue
-                                elif filters.drops_query(header.eventType):
-                                    continue
-                        if fields and fields.applies(header.schemaName, header.tableName):
-                            entry = fields.filter_entry(entry)
-                    buffer.add(entry)
+                rows_event = isinstance(event, ev.RowsEvent | ev.TransactionPayloadEvent)
+                for record in converter.records(event, gtidlog=False):
+                    if record.entry_type == pb.ROWDATA and (fields or not rows_event):
+                        record = self._filtered(record, event, rows_event)
+                        if record is None:
+                            continue
+                    buffer.add(record)
+            if self._running:
+                buffer.commit()  # the stream ended (EOF): what was flushed goes to the store
         finally:
             buffer.reset()
         return streamed
+
+    def _filtered(self, record: Event, event: ev.Event, rows_event: bool) -> Event | None:
+        """A ROWDATA record through the filters that read its Header: the table filter and the
+        query filters for entries from QUERY events, the field filter; None when dropped."""
+        filters, fields = self.event_filters, self.field_filter
+        if (
+            not fields
+            and not filters.drops_queries
+            and getattr(event, "type", None) == E.MARIADB_ANNOTATE_ROWS
+        ):
+            return record  # MariaDB's statement behind rows names no table: nothing to filter
+        entry = pb.Entry.FromString(record.raw)  # type: ignore[arg-type]
+        header = entry.header
+        if not rows_event:
+            # A QUERY entry: DDL is filtered by its table (rows events were filtered before).
+            if header.eventType not in _DML and header.tableName:
+                if not self.filter.accepts(header.schemaName, header.tableName):
+                    return None
+            if filters.drops_queries:
+                if isinstance(event, ev.RowsQueryEvent):  # the SQL behind rows: DML
+                    if filters.query_dml:
+                        return None
+                elif filters.drops_query(header.eventType):
+                    return None
+        if fields and fields.applies(header.schemaName, header.tableName):
+            return Event.from_entry(fields.filter_entry(entry))
+        return record
 
     # ------------------------------------------------------------------ detecting
     def _detect_once(self, address: Address) -> bool:

@@ -159,7 +159,11 @@ class _Dispatch(RawEntryConverter):
         self.layouts: weakref.WeakKeyDictionary[Any, _Layout | None] = weakref.WeakKeyDictionary()
         self.ids = itertools.count(1)
 
-    def _rows(self, e: ev.RowsEvent, pos: int, size: int) -> Any:
+    def convert(self, event: ev.Event) -> list[Any]:
+        """The entries' bytes, with a ``_Job`` standing in for each deferred rows entry."""
+        return [r if isinstance(r, _Job) else r.raw for r in self.records(event)]
+
+    def _rows_record(self, e: ev.RowsEvent, pos: int, size: int) -> Any:
         source = _row_source(e)
         if source is not None and e.table_map is not None:
             decode = source[0]
@@ -169,7 +173,7 @@ class _Dispatch(RawEntryConverter):
                 layout = self.layouts[decode] = self._layout(e, decode)
             if layout is not None:
                 return self.defer(e, pos, size, self._code(e), layout, self._header_state(e))
-        return super()._rows(e, pos, size)
+        return super()._rows_record(e, pos, size)
 
     def _layout(self, e: ev.RowsEvent, decode: Any) -> _Layout | None:
         code = self._code(e)

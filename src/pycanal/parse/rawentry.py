@@ -60,6 +60,7 @@ from pycanal.binlog.tablemap import TableMap
 from pycanal.parse import convert as _convert
 from pycanal.parse.convert import DdlClassifier, EntryConverter, TableIdNotFoundError
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.store.event import Event
 
 __all__ = ["RawEntryConverter", "encode_varint"]
 
@@ -74,6 +75,10 @@ def encode_varint(n: int) -> bytes:
         n += 1 << 64
     if n < 0x80:
         return _BYTES[n]
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes(((n & 0x7F) | 0x80, (n >> 7 & 0x7F) | 0x80, n >> 14))
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -562,6 +567,7 @@ class _FusedGen(_FastGen):
 
 
 _EVENT_TYPES = {"INSERT": pb.INSERT, "UPDATE": pb.UPDATE, "DELETE": pb.DELETE}
+_ENTRY_TYPES = {t: b"\x10" + encode_varint(t) for t in pb.EntryType.values()}
 
 
 class _TableCode:
@@ -665,25 +671,90 @@ class RawEntryConverter:
     # ------------------------------------------------------------------ events
     def convert(self, event: ev.Event) -> list[bytes]:
         """The serialized entries of one decoded event (possibly none)."""
-        if isinstance(event, ev.RowsEvent):
-            return [self._rows(event, event.pos, event.size)]
-        if isinstance(event, ev.TransactionPayloadEvent):
-            out: list[bytes] = []
-            for inner in event.events:
-                if isinstance(inner, ev.RowsEvent):
-                    out.append(self._rows(inner, event.pos, event.size))
-                    continue
-                for entry in self.entries.convert(inner):
-                    if entry.entryType != pb.HEARTBEAT:
-                        entry.header.logfileOffset = event.pos
-                        entry.header.eventLength = event.size
-                    out.append(entry.SerializeToString())
-            return out
-        return [entry.SerializeToString() for entry in self.entries.convert(event)]
+        return [r.raw for r in self.records(event)]  # type: ignore[misc]
 
     def convert_all(self, events: Iterable[ev.Event]) -> Iterator[bytes]:
         for event in events:
             yield from self.convert(event)
+
+    def records(self, event: ev.Event, gtidlog: bool = True) -> list[Event]:
+        """The entries of one decoded event as store records: each entry's bytes with what the
+        transaction buffer, the sink and the store read (position, entry and event type, rows),
+        known here and never parsed back. The events of every transaction (GTID/BEGIN, rows,
+        ROWS_QUERY/ANNOTATE_ROWS, XID) are written as bytes; the rest goes through the inner
+        ``EntryConverter``. ``gtidlog=False`` leaves GTIDLOG entries out (the transaction buffer
+        drops them) but keeps the GTID state."""
+        t = type(event)
+        if t is ev.RowsEvent:
+            return [self._rows_record(event, event.pos, event.size)]  # type: ignore[arg-type]
+        if t is ev.TransactionPayloadEvent:
+            out: list[Event] = []
+            for inner in event.events:  # type: ignore[attr-defined]
+                out += self._records(inner, event.pos, event.size, gtidlog)
+            return out
+        return self._records(event, event.pos, event.size, gtidlog)
+
+    def _records(self, e: ev.Event, pos: int, size: int, gtidlog: bool) -> list[Event]:
+        """``records`` for one event at ``pos``/``size`` (its own, or its TRANSACTION_PAYLOAD's)."""
+        t = type(e)
+        if t is ev.RowsEvent:
+            return [self._rows_record(e, pos, size)]  # type: ignore[arg-type]
+        if t is ev.XidEvent:
+            end = _field_string(0x12, str(e.xid))  # type: ignore[attr-defined]  # transactionId (2)
+            return [self._record(e, pos, size, pb.TRANSACTIONEND, b"", b"", pb.UPDATE, end)]
+        if t is ev.GtidEvent and not getattr(e.info, "prepared_xa", False):  # type: ignore[attr-defined]
+            if not self.entries.track_gtid(e):  # type: ignore[arg-type]
+                return []
+            out = []
+            if gtidlog:  # eventType (11) GTID; storeValue: Pair{gtid}
+                gtid = _pair("gtid", e.gtid)  # type: ignore[attr-defined]
+                out.append(self._record(e, pos, size, pb.GTIDLOG, b"", b"\x58\x0c", pb.GTID, gtid))
+            info = e.info  # type: ignore[attr-defined]
+            if e.type == E.MARIADB_GTID and not info.standalone:  # the GTID event opens the transaction
+                begin = _field_int(0x20, info.thread_id or 0)  # TransactionBegin.threadId (4)
+                out.append(self._record(e, pos, size, pb.TRANSACTIONBEGIN, b"", b"", pb.UPDATE, begin))
+            return out
+        if t is ev.RowsQueryEvent and not self.entries.filter_query_dml:
+            sql = e.query  # type: ignore[attr-defined]
+            table = b""
+            if e.type == E.ROWS_QUERY:
+                table = _field_string(0x4A, self.entries.rows_query_table(sql))
+            change = b"\x10\x07" + _field_string(0x5A, sql)  # RowChange eventType (2) QUERY, sql (11)
+            return [self._record(e, pos, size, pb.ROWDATA, table, b"\x58\x07", pb.QUERY, change)]
+        if t is ev.QueryEvent and e.query == "BEGIN":  # type: ignore[attr-defined]
+            begin = _field_int(0x20, e.thread_id)  # type: ignore[attr-defined]
+            return [self._record(e, pos, size, pb.TRANSACTIONBEGIN, b"", b"", pb.UPDATE, begin)]
+        out = []
+        for entry in self.entries.convert(e):
+            if entry.entryType == pb.GTIDLOG and not gtidlog:
+                continue
+            if entry.entryType != pb.HEARTBEAT and (pos, size) != (e.pos, e.size):
+                entry.header.logfileOffset = pos
+                entry.header.eventLength = size
+            out.append(Event.from_entry(entry))
+        return out
+
+    def _record(
+        self, e: ev.Event, pos: int, size: int, entry_type: int, table: bytes, event_type_field: bytes,
+        event_type: int, value: bytes,
+    ) -> Event:  # fmt: skip
+        """A record whose Header has no schema (``table``: the tableName field, if any) and no
+        rowsCount; ``event_type_field`` is the Header's eventType field (or nothing)."""
+        file_head, props, gtid = self._header_state(e)
+        header = b"".join(
+            (file_head, _field_int(0x18, pos), _stamp(e.server_id, e.timestamp), table, _field_int(0x50, size),
+             event_type_field, props, gtid)
+        )  # fmt: skip
+        # Entry: header (1), entryType (2, a oneof member: always written), storeValue (3)
+        data = b"".join((b"\x0a", encode_varint(len(header)), header, _ENTRY_TYPES[entry_type],
+                         _field_bytes(0x1A, value) if value else b""))  # fmt: skip
+        return Event.record(data, e.file, pos, size, e.timestamp * 1000, e.server_id, self.entries.gtid_text,
+                            entry_type, event_type)  # fmt: skip
+
+    def _rows_record(self, e: ev.RowsEvent, pos: int, size: int) -> Event:
+        nrows, data = self._rows(e, pos, size)
+        return Event.record(data, e.file, pos, size, e.timestamp * 1000, e.server_id, self.entries.gtid_text,
+                            pb.ROWDATA, _EVENT_TYPES[e.kind], nrows)  # fmt: skip
 
     # ------------------------------------------------------------------ rows
     def _table(self, tm: TableMap) -> _TableCode:
@@ -692,12 +763,13 @@ class RawEntryConverter:
             code = tm.decoders[self._code_key] = _TableCode(self.entries.column_plan(tm), tm)
         return code
 
-    def _rows(self, e: ev.RowsEvent, pos: int, size: int) -> bytes:
+    def _rows(self, e: ev.RowsEvent, pos: int, size: int) -> tuple[int, bytes]:
+        """(row count, the entry's bytes)."""
         code = self._code(e)
         nrows, change = self._change(e, code)
         self.rows_converted += nrows
         head, tail = self._header(e, pos, size, code)
-        return entry_bytes(head, nrows, tail, change)
+        return nrows, entry_bytes(head, nrows, tail, change)
 
     def _code(self, e: ev.RowsEvent) -> _TableCode:
         tm = e.table_map
@@ -743,6 +815,23 @@ class RawEntryConverter:
         return self._file_head, *self._gtid_tail
 
 
+_STAMPS: dict[tuple[int, int], bytes] = {}
+
+
+def _stamp(server_id: int, timestamp: int) -> bytes:
+    """Header fields serverId (4), serverenCode (5), executeTime (6) and sourceType (7) MYSQL: the
+    same for every entry of a second of binlog time."""
+    key = (server_id, timestamp)
+    out = _STAMPS.get(key)
+    if out is None:
+        if len(_STAMPS) >= 64:
+            _STAMPS.clear()
+        out = _STAMPS[key] = b"".join(
+            (_field_int(0x20, server_id), b"\x2a\x05UTF-8", _field_int(0x30, timestamp * 1000), b"\x38\x02")
+        )
+    return out
+
+
 def header_head(
     file_head: bytes,
     props: bytes,
@@ -758,10 +847,7 @@ def header_head(
         (
             file_head,  # version (1), logfileName (2)
             _field_int(0x18, pos),  # logfileOffset (3)
-            _field_int(0x20, server_id),  # serverId (4)
-            b"\x2a\x05UTF-8",  # serverenCode (5)
-            _field_int(0x30, timestamp * 1000),  # executeTime (6)
-            b"\x38\x02",  # sourceType (7) MYSQL
+            _stamp(server_id, timestamp),  # serverId (4) .. sourceType (7)
             code.header_table,  # schemaName (8), tableName (9)
             _field_int(0x50, size),  # eventLength (10)
             code.header_event_type[kind],  # eventType (11)

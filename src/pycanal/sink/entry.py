@@ -1,8 +1,9 @@
 """``EntryEventSink`` (Canal's ``EntryEventSink`` + ``HeartBeatEntryEventHandler``).
 
-The parser hands each flushed list of ``Entry`` to :meth:`EntryEventSink.sink`. HEARTBEAT entries
-are dropped; the rest become store ``Event``s (raw mode: the serialized bytes, so the server never
-re-serializes) tagged with the source ``LogIdentity`` and are put into the store in one piece.
+The parser hands each flushed list of store records (``Event``: the entry's bytes, written by the
+converter with everything the store reads) to :meth:`EntryEventSink.sink`. HEARTBEAT entries are
+dropped; the rest are tagged with the source ``LogIdentity`` (and turned into the store's
+representation: kept as they are in raw mode) and put into the store in one piece.
 While the store is full the sink waits and retries (Canal spins on ``tryPut``; pycanal waits on the
 store's condition in short slices), so the parser's buffer flush blocks until the entries are
 accepted -- which is what makes the parser's position persist only after the store holds them.
@@ -29,6 +30,8 @@ from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.store import Event, MemoryEventStore
 
 __all__ = ["EntryEventSink", "SinkError"]
+
+_HEARTBEAT = pb.HEARTBEAT
 
 log = logging.getLogger(__name__)
 
@@ -76,16 +79,22 @@ class EntryEventSink:
         ident = self.identity
         return ident() if callable(ident) else ident
 
-    def sink(self, entries: Sequence[pb.Entry], identity: LogIdentity | None = None) -> bool:
-        """Put ``entries`` (minus heartbeats) into the store, waiting while it is full.
+    def sink(self, records: Sequence[Event], identity: LogIdentity | None = None) -> bool:
+        """Put ``records`` (minus heartbeats) into the store, waiting while it is full.
         True when accepted; False when the sink was stopped first."""
         if not self._running:
             raise SinkError("the sink is not running")
         ident = identity if identity is not None else self._identity()
-        new_event = self.store.new_event
         if self.filter_transaction_entry:
-            entries = [e for e in entries if self._pass_boundary(e)]
-        events: list[Event] = [new_event(e, ident) for e in entries if e.entryType != pb.HEARTBEAT]
+            records = [r for r in records if self._pass_boundary(r)]
+        events: list[Event] = [r for r in records if r.entry_type != _HEARTBEAT]
+        if self.store.raw and all(r.raw is not None for r in events):
+            if ident is not None:
+                for r in events:
+                    r.identity = ident
+        else:
+            new_event = self.store.new_event
+            events = [new_event(r, ident) for r in events]
         if not events:
             return True
         started = None
@@ -99,11 +108,11 @@ class EntryEventSink:
             if not self._running:
                 return False
 
-    def _pass_boundary(self, entry: pb.Entry) -> bool:
-        if entry.entryType not in (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND):
+    def _pass_boundary(self, record: Event) -> bool:
+        if record.entry_type not in (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND):
             return True
         self._tx_count += 1
-        at = entry.header.executeTime
+        at = record.execute_time
         if self._tx_count <= self._tx_threshold and abs(at - self._tx_time) <= self._tx_interval_ms:
             return False
         self._tx_count, self._tx_time = 0, at

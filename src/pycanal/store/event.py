@@ -62,6 +62,7 @@ class Event:
         "is_ddl",
         "size",
         "rows",
+        "event_length",
         "raw",
         "_entry",
     )
@@ -82,6 +83,7 @@ class Event:
         size: int | None = None,
         identity: LogIdentity | None = None,
         rows: int = 0,
+        event_length: int = 0,
     ) -> None:
         self.identity = identity if identity is not None else _NO_IDENTITY
         self.journal_name = journal_name
@@ -103,6 +105,7 @@ class Event:
                 size = 0
         self.size = size
         self.rows = rows  # the ROWDATA entry's ``rowsCount`` (the store's row counters)
+        self.event_length = event_length  # Header.eventLength: where the binlog event ends
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -125,7 +128,32 @@ class Event:
             entry=None if raw else entry,
             identity=identity,
             rows=_rows_count(h) if entry_type == pb.ROWDATA else 0,
+            event_length=h.eventLength,
         )
+
+    @classmethod
+    def record(
+        cls, raw: bytes, journal_name: str, position: int, event_length: int, execute_time: int, server_id: int,
+        gtid: str, entry_type: int, event_type: int, rows: int = 0,
+    ) -> Event:  # fmt: skip
+        """A raw-mode event for the bytes a converter just wrote, with what it knows of them
+        (``RawEntryConverter.records``): nothing parsed, no keyword call."""
+        self = cls.__new__(cls)
+        self.identity = _NO_IDENTITY
+        self.journal_name = journal_name
+        self.position = position
+        self.server_id = server_id
+        self.execute_time = execute_time
+        self.gtid = gtid
+        self.entry_type = entry_type
+        self.event_type = event_type
+        self.is_ddl = entry_type == pb.ROWDATA and event_type in DDL_EVENT_TYPES
+        self.raw = raw
+        self._entry = None
+        self.size = len(raw)
+        self.rows = rows
+        self.event_length = event_length
+        return self
 
     @classmethod
     def from_raw(cls, data: bytes, identity: LogIdentity | None = None) -> Event:
@@ -146,6 +174,7 @@ class Event:
             raw=bytes(data),
             identity=identity,
             rows=_rows_count(h) if entry_type == pb.ROWDATA else 0,
+            event_length=h.eventLength,
         )
 
     # ------------------------------------------------------------------ access
@@ -208,6 +237,7 @@ class Event:
             size=self.size,
             identity=self.identity,
             rows=self.rows,
+            event_length=self.event_length,
         )
 
     def __repr__(self) -> str:

@@ -209,8 +209,15 @@ class MemoryEventStore:
             batch_mode=self.batch_mode,
         )
 
-    def new_event(self, entry: pb.Entry | bytes, identity=None) -> Event:
-        """An ``Event`` in this store's representation (raw bytes or protobuf entry)."""
+    def new_event(self, entry: Event | pb.Entry | bytes, identity=None) -> Event:
+        """An ``Event`` in this store's representation (raw bytes or protobuf entry); a raw record
+        (``RawEntryConverter.records``) is taken as it is in raw mode."""
+        if isinstance(entry, Event):
+            if self.raw and entry.raw is not None:
+                if identity is not None:
+                    entry.identity = identity
+                return entry
+            return Event.from_entry(entry.entry, identity, raw=self.raw)  # type: ignore[arg-type]
         if isinstance(entry, (bytes, bytearray, memoryview)):
             return Event.from_raw(bytes(entry), identity)
         return Event.from_entry(entry, identity, raw=self.raw)
