@@ -18,9 +18,13 @@ reader takes the same binlog file in one run:
 
 Ratios (same run, same file): pycanal server / python-mysql-replication and pycanal server /
 sysbench's write rate. One JSON object on stdout; progress on stderr. ``--profile DIR`` records a
-py-spy profile of the server while it drains the backlog (``py-spy`` from PyPI).
+py-spy profile of the server (the GIL holder's stacks) while it drains the backlog. ``--pipeline``
+adds the Spark pipeline (``bench/pipeline.py --workload sysbench``: server -> ``format("canal")``
+-> change log + current-state Delta tables, oltp_write_only rounds with python-mysql-replication on
+each round's file).
 
     .venv/bin/python bench/oltp.py [--events 15000] [--insert-events 20000] [--skip-pmr] [--profile DIR]
+        [--pipeline]
 """
 
 from __future__ import annotations
@@ -205,7 +209,7 @@ def pycanal_server(db: PrivateMariaDB, w: dict[str, Any], tmp: Path, profile: Pa
             profile.mkdir(parents=True, exist_ok=True)
             out = profile / f"server-{w['file'].name}.txt"
             spy = subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "--format", "raw", "--rate", "200",
-                                    "--threads", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                                    "--threads", "--gil", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         c0 = cpu_of(proc.pid)
         res = drain(conn, w["file"].name, w["rows"], w["transactions"], t0)
         res["server_cpu_s"] = round(cpu_of(proc.pid) - c0, 3)
@@ -217,6 +221,28 @@ def pycanal_server(db: PrivateMariaDB, w: dict[str, Any], tmp: Path, profile: Pa
                 spy.wait(30)
         proc.terminate()
         proc.wait(timeout=30)
+    return res
+
+
+def spark_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    """bench/pipeline.py on sysbench rounds in its own process (its own MariaDB, server and Spark):
+    rows/s from the server into the change log and the current-state tables, python-mysql-replication
+    on each round's file right after it."""
+    cmd = [sys.executable, str(Path(__file__).resolve().parent / "pipeline.py"), "--workload", "sysbench",
+           "--sysbench-events", str(args.events), "--tables", str(args.tables), "--table-size",
+           str(args.table_size), "--warmup-rounds", "1", "--rounds", "3", "--delay-seconds", "5"]  # fmt: skip
+    log("Spark pipeline: " + " ".join(cmd[1:]))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench/pipeline.py failed: {proc.stderr[-3000:]}")
+    out = json.loads(proc.stdout)
+    p = out["pycanal_pipeline"]
+    res = {k: p[k] for k in ("rows", "rows_per_s", "rounds_rows_per_s", "cpu_s")}
+    res["ratio_vs_pmr_median"] = out.get("ratio_vs_pmr_median")
+    res["rounds_ratio_vs_pmr"] = out.get("rounds_ratio_vs_pmr")
+    log(
+        f"Spark pipeline: {res['rows_per_s']:,} rows/s, {res['ratio_vs_pmr_median']}x python-mysql-replication"
+    )
     return res
 
 
@@ -238,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--skip-pmr", action="store_true")
     ap.add_argument("--profile", type=Path, help="write py-spy profiles of the server here")
+    ap.add_argument(
+        "--pipeline", action="store_true",
+        help="also the Spark pipeline on oltp_write_only rounds (bench/pipeline.py --workload sysbench)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     result: dict[str, Any] = {}
     load_start = os.getloadavg()
@@ -277,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
                 r["ratios"] = ratios
                 log(f"{name}: {ratios}")
                 result[name] = r
+    if args.pipeline:
+        result["spark_pipeline"] = spark_pipeline(args)
     result["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decode as decode_bench  # noqa: E402
 import e2e as e2e_bench  # noqa: E402
+import oltp as oltp_bench  # noqa: E402
 from pycanal.spark.changelog import ChangeLog  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
@@ -136,11 +137,15 @@ def changelog_rows(lake: Path) -> int:
     return sum(json.loads(m.read_text())["rows"] for m in marks.glob("*.json")) if marks.is_dir() else 0
 
 
-def wait_applied(query: Any, lake: Path, database: str, rows: int, logged_before: int) -> float:
+def wait_applied(
+    query: Any, lake: Path, database: str, rows: int, logged_before: int, sysbench: bool = False
+) -> float:
     """Poll until the change log holds ``rows`` + 2 more rows than ``logged_before`` (the
-    workload's DROP and CREATE TABLE) and every change-log batch is applied to the current
-    state; returns the epoch time it was seen, after checking that the current-state table holds
-    ``rows`` rows. The poll is cheap (it shares the driver's process): a marker is read once."""
+    workload's DROP and CREATE TABLE; no DDL in a sysbench round) and every change-log batch is
+    applied to the current state; returns the epoch time it was seen, after checking that the
+    current-state table holds ``rows`` rows (sysbench: ``check_sysbench`` compares the tables).
+    The poll is cheap (it shares the driver's process): a marker is read once."""
+    ddl = 0 if sysbench else 2
     from deltalake import DeltaTable
 
     marks = ChangeLog(lake).commits
@@ -154,8 +159,12 @@ def wait_applied(query: Any, lake: Path, database: str, rows: int, logged_before
                 if name.endswith(".json") and name not in seen:
                     seen[name] = json.loads((marks / name).read_text())["rows"]
         logged = sum(seen.values()) - logged_before
-        if logged >= rows + 2 and set(seen) <= set(os.listdir(applied)):
+        if logged >= rows + ddl and set(seen) <= set(os.listdir(applied)):
             done = time.time()
+            if sysbench:
+                if logged != rows:
+                    raise RuntimeError(f"{logged:,} rows in the change log: {rows:,} expected")
+                return done
             path = str(table_path(lake, database, decode_bench.TABLE))
             current = sum(DeltaTable(path).get_add_actions(flatten=True).column("num_records").to_pylist())
             if logged != rows + 2 or current != rows:
@@ -168,6 +177,41 @@ def wait_applied(query: Any, lake: Path, database: str, rows: int, logged_before
         if time.monotonic() > deadline:
             raise RuntimeError(f"after 600 s: {logged:,} rows in the change log")
         time.sleep(0.05)
+
+
+def sysbench_common(args: argparse.Namespace) -> list[str]:
+    return [f"--tables={args.tables}", f"--table-size={args.table_size}"]
+
+
+def check_sysbench(db: PrivateMariaDB, lake: Path, tables: int) -> None:
+    """Every sbtest table of the lake holds the source's rows: count and sum of k (the current
+    state is complete: the pipeline ran before sysbench prepared the tables)."""
+    from deltalake import DeltaTable
+
+    for n in range(1, tables + 1):
+        table = f"sbtest{n}"
+        ((count, ksum),) = db.query(f"SELECT COUNT(*), SUM(k) FROM `{db.database}`.`{table}`")
+        data = DeltaTable(str(table_path(lake, db.database, table))).to_pyarrow_table(columns=["k"])
+        got = (data.num_rows, sum(v for v in data.column("k").to_pylist() if v is not None))
+        if got != (count, int(ksum)):
+            raise RuntimeError(
+                f"{table}: the lake holds {got} (rows, sum k), the source {(count, int(ksum))}"
+            )
+
+
+def wait_settled(lake: Path, seconds: float = 2.0, deadline: float = 300) -> None:
+    """Wait until the change log has grown by nothing for ``seconds`` and every batch is applied."""
+    marks, applied = ChangeLog(lake).commits, lake / "_pycanal" / "applied"
+    end = time.monotonic() + deadline
+    last, since = -1, time.monotonic()
+    while time.monotonic() < end:
+        rows = changelog_rows(lake)
+        if rows != last:
+            last, since = rows, time.monotonic()
+        elif time.monotonic() - since >= seconds and set(os.listdir(marks)) <= set(os.listdir(applied)):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the change log did not settle within {deadline} s")
 
 
 def warm_up(db: PrivateMariaDB, lake: Path) -> None:
@@ -253,8 +297,13 @@ def throughput_round(
     )
     log(f"round {n}: loading {args.rows:,} rows while the {args.pause} is paused")
     os.kill(paused, signal.SIGSTOP)
+    sysbench = args.workload == "sysbench"
     try:
-        binlog = decode_bench.load_workload(db, args.rows, args.txn_rows)
+        if sysbench:
+            w = oltp_bench.run_workload(db, "oltp_write_only", args.sysbench_events, 8, sysbench_common(args))
+            binlog, rows = (w["file"], w["bytes"]), w["rows"]
+        else:
+            binlog, rows = decode_bench.load_workload(db, args.rows, args.txn_rows), args.rows
         if args.pause == "source":
             wait_idle(server_pid)
     except BaseException:
@@ -265,11 +314,13 @@ def throughput_round(
     cpu0 = cpu_by_kind()
     t_resume = time.time()
     os.kill(paused, signal.SIGCONT)
-    t_done = wait_applied(query, lake, db.database, args.rows, logged_before)
+    t_done = wait_applied(query, lake, db.database, rows, logged_before, sysbench)
+    if sysbench:
+        check_sysbench(db, lake, args.tables)
     cpu = {k: round(v - cpu0.get(k, 0.0), 2) for k, v in cpu_by_kind().items()}
     batches = [p for p in progress_with_rows(query) if p["batchId"] not in before]
     secs = t_done - t_resume
-    log(f"round {n}: {args.rows:,} rows in both tables {secs:.2f}s after the {args.pause} resumed")
+    log(f"round {n}: {rows:,} rows in both tables {secs:.2f}s after the {args.pause} resumed")
     for p in batches:  # the timeline, from the resume: trigger, end of addBatch, marker, applied
         start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() - t_resume
         name = f"{p['batchId']:020d}.json"
@@ -282,9 +333,9 @@ def throughput_round(
             f"{marked:.2f}s, applied at {applied:.2f}s"
         )
     out = {
-        "rows": args.rows,
+        "rows": rows,
         "wall_s": round(secs, 3),
-        "rows_per_s": round(args.rows / secs),
+        "rows_per_s": round(rows / secs),
         "batches": len(batches),
         "rows_per_batch": [p["numInputRows"] for p in batches],
         "cpu_s": {k: v for k, v in sorted(cpu.items()) if v > 0},
@@ -298,8 +349,11 @@ def throughput_round(
         runner = next(pid for pid, (kind, _) in processes().items() if kind == "source_runner")
         os.kill(runner, signal.SIGSTOP)
         try:
-            pmr_run = decode_bench.PmrRun(db, binlog[0].name)
-            pmr = decode_bench.best_of("python-mysql-replication", 1, pmr_run, args.rows)
+            if sysbench:
+                pmr = oltp_bench.pmr(db, binlog[0], rows)
+            else:
+                pmr_run = decode_bench.PmrRun(db, binlog[0].name)
+                pmr = decode_bench.best_of("python-mysql-replication", 1, pmr_run, args.rows)
         finally:
             os.kill(runner, signal.SIGCONT)
         out["python_mysql_replication_rows_per_s"] = pmr["rows_per_s"]
@@ -313,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=2_000)
     ap.add_argument("--delay-seconds", type=float, default=20.0)
     ap.add_argument("--skip-pmr", action="store_true")
+    ap.add_argument("--trigger", default="500 milliseconds", help="the query's processing-time trigger")
     ap.add_argument("--batch-size", type=int, help="the source's batchSize (entries per micro-batch)")
     ap.add_argument("--batch-mb", type=float, help="the source's batchBytes in MiB (per micro-batch)")
     ap.add_argument(
@@ -323,6 +378,15 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=3, help="throughput rounds measured: the median is reported"
     )
     ap.add_argument("--txn-rows", type=int, default=1000, help="rows per transaction of the workload")
+    ap.add_argument(
+        "--workload", choices=("insert", "sysbench"), default="insert",
+        help="insert: --rows rows in --txn-rows transactions; sysbench: oltp_write_only rounds",
+    )  # fmt: skip
+    ap.add_argument(
+        "--sysbench-events", type=int, default=15_000, help="oltp_write_only transactions a round"
+    )
+    ap.add_argument("--tables", type=int, default=4, help="sysbench tables")
+    ap.add_argument("--table-size", type=int, default=20_000, help="rows per sysbench table")
     ap.add_argument(
         "--pause", choices=("source", "server"), default="source", help="what waits while loading"
     )
@@ -347,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                 "canal.instance.memory.buffer.size = 65536\n"
                 f"canal.instance.memory.buffer.memunit = {args.store_mb * 1024 * 1024 // 65536}\n"
             )
-            e2e_bench.write_conf(conf, db, port, start, f"{decode_bench.TABLE}|{DELAY_TABLE}", extra)
+            tables = r"sbtest\\d+" if args.workload == "sysbench" else decode_bench.TABLE
+            e2e_bench.write_conf(conf, db, port, start, f"{tables}|{DELAY_TABLE}", extra)
             server = e2e_bench.start_server(conf, port, Path(tmp) / "server.log")
             lake = Path(tmp) / "lake"
             spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-bench")
@@ -358,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                     lake,
                     address=f"127.0.0.1:{port}",
                     destination="bench",
-                    trigger="500 milliseconds",
+                    trigger=args.trigger,
                     batch_size=args.batch_size,
                     batch_bytes=int(args.batch_mb * 1024 * 1024) if args.batch_mb else None,
                 )
@@ -366,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
             pipeline = start()
             try:
                 warm_up(db, lake)  # Spark's first micro-batches start its workers: not measured
+                if args.workload == "sysbench":  # the tables' rows reach the lake before any round
+                    log(f"sysbench prepare: {args.tables} x {args.table_size:,} rows")
+                    oltp_bench.sysbench(db, "oltp_write_only", "prepare", *sysbench_common(args))
+                    wait_settled(lake)
+                    check_sysbench(db, lake, args.tables)
                 # 1. commit-to-visible delay at a steady rate
                 result["delay"] = delay_phase(db, lake, args.delay_seconds, args.rate)
                 log(f"delay: {result['delay']}")
@@ -402,7 +472,11 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "load_avg_at_start": [round(x, 2) for x in load_start],
     }
-    result["workload"] = {"rows": args.rows, "rows_per_transaction": args.txn_rows, "binlog_bytes": size}
+    if args.workload == "sysbench":
+        result["workload"] = {"sysbench": "oltp_write_only", "transactions": args.sysbench_events,
+                              "tables": args.tables, "table_size": args.table_size, "binlog_bytes": size}  # fmt: skip
+    else:
+        result["workload"] = {"rows": args.rows, "rows_per_transaction": args.txn_rows, "binlog_bytes": size}
     print(json.dumps(result, indent=2))
     return 0
 

@@ -35,6 +35,7 @@ from pycanal.instance import CanalInstance
 from pycanal.meta import ClientIdentity, MemoryMetaManager
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.position import EntryPosition
+from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
 from pycanal.spark.canal_source import CanalStreamReader
@@ -415,6 +416,11 @@ def test_batch_bytes_caps_a_micro_batch(canal: Canal) -> None:
             cut_inside |= bool(end.get("txn"))
             parts = reader.partitions(offset, end)
             sizes.append(sum(len(raw) for p in parts for raw in p.entries))
+            # what EntryRows does not read stays in the runner: no BEGIN, no SQL behind rows events
+            shipped = [pb.Entry.FromString(raw) for p in parts for raw in p.entries]
+            assert not [
+                e for e in shipped if e.entryType == pb.TRANSACTIONBEGIN or e.header.eventType == pb.QUERY
+            ]
             for part in parts:
                 rows += [r for b in pickle.loads(pickle.dumps(reader)).read(part) for r in b.to_pylist()]
             previous, offset = end, end

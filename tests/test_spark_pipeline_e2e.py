@@ -112,13 +112,17 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, tmp_path: Path) -> None
     try:
         for ddl in SCHEMA:
             db.execute(ddl)
+        deadline = time.monotonic() + 120
+        while commits(lake) < 1:  # the job runs (Spark started): the workload's clock starts now
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
         work = Workload(db, seconds=20)
         writer = threading.Thread(target=work.run)
         writer.start()
-        deadline = time.monotonic() + 120
         while commits(lake) < 3:  # a few batches applied, the stream well under way
             assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
             time.sleep(0.2)
+        assert not work.done.is_set(), "the workload ended before the driver was killed"
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
         killed_at = commits(lake)

@@ -166,7 +166,7 @@ class EventDecoder:
         if has_crc:
             if size < HEADER_LEN + 4:
                 raise BinlogError("event too short to hold its checksum", self.source, pos)
-            if self.verify_checksum and zlib.crc32(data[:-4]) != _U32.unpack_from(data, size - 4)[0]:
+            if self.verify_checksum and _crc32(memoryview(data)[:-4]) != _U32.unpack_from(data, size - 4)[0]:
                 raise BinlogError(f"CRC32 mismatch in {_type_name(typ)} event", self.source, pos)
             body = data[HEADER_LEN:-4]
         else:
@@ -262,6 +262,11 @@ class EventDecoder:
             return self._query(h, body, compressed=typ == E.MARIADB_QUERY_COMPRESSED)
         if typ == E.XID:
             return ev.XidEvent(*h, xid=_U64.unpack_from(body, 0)[0])
+        if typ == E.MARIADB_ANNOTATE_ROWS:  # MariaDB's default: one per statement, so tested early
+            return ev.RowsQueryEvent(*h, query=body.decode("utf-8", "surrogateescape"))
+        if typ == E.MARIADB_GTID:
+            info = _gtid.decode_mariadb_gtid_event(body, h[2])
+            return ev.GtidEvent(*h, gtid=str(info.gtid), info=info)
         if typ == E.ROTATE:
             ph = self.post_header_len(E.ROTATE)
             position = _U64.unpack_from(body, 0)[0] if ph == 8 else 4
@@ -271,9 +276,6 @@ class EventDecoder:
         if typ in (E.GTID, E.ANONYMOUS_GTID, E.GTID_TAGGED):
             info = _gtid.decode_mysql_gtid_event(body, typ)
             return ev.GtidEvent(*h, gtid=info.gtid, info=info)
-        if typ == E.MARIADB_GTID:
-            info = _gtid.decode_mariadb_gtid_event(body, h[2])
-            return ev.GtidEvent(*h, gtid=str(info.gtid), info=info)
         if typ == E.PREVIOUS_GTIDS:
             prev = _gtid.decode_previous_gtids_event(body)
             return ev.PreviousGtidsEvent(*h, gtid_set=str(prev.gtid_set), info=prev)
@@ -285,8 +287,6 @@ class EventDecoder:
             return ev.BinlogCheckpointEvent(*h, binlog_file=cp.filename)
         if typ == E.ROWS_QUERY:
             return ev.RowsQueryEvent(*h, query=body[1:].decode("utf-8", "surrogateescape"))
-        if typ == E.MARIADB_ANNOTATE_ROWS:
-            return ev.RowsQueryEvent(*h, query=body.decode("utf-8", "surrogateescape"))
         if typ == E.TRANSACTION_PAYLOAD:
             return self._payload(h, body)
         if typ == E.STOP:
@@ -401,6 +401,7 @@ class EventDecoder:
         before = after = None
         bitmap1 = _exact(body, p, nb)
         p += nb
+        bitmap2 = b""
         if kind == "UPDATE":
             bitmap2 = _exact(body, p, nb)
             p += nb
@@ -438,7 +439,7 @@ class EventDecoder:
             )
         partial = typ == E.PARTIAL_UPDATE_ROWS
         # Decoders live on the TableMap object: a new schema version is a new object.
-        key = (bitmap1, bytes(body[p - nb : p]) if kind == "UPDATE" else b"", kind, partial)
+        key = (bitmap1, bitmap2, kind, partial)
         decode = tm.decoders.get(key)
         if decode is None:
             specs = column_specs(tm, self.codec_for)
@@ -580,19 +581,20 @@ def _exact(buf: bytes, pos: int, n: int) -> bytes:
     return buf[pos : pos + n]
 
 
+_crc32 = zlib.crc32
 _BIT_LISTS: dict[tuple[bytes, int], list[int]] = {}
 
 
 def _bit_list(bitmap: bytes, n: int) -> list[int]:
     """The columns present in a rows event's bitmap; one shared list per bitmap (never mutated):
     a table's events repeat the same few bitmaps."""
-    key = (bytes(bitmap), n)
-    out = _BIT_LISTS.get(key)
-    if out is None:
+    try:
+        return _BIT_LISTS[bitmap, n]
+    except KeyError:
         out = [i for i in range(n) if bitmap[i >> 3] >> (i & 7) & 1]
         if len(_BIT_LISTS) < 4096:
-            _BIT_LISTS[key] = out
-    return out
+            _BIT_LISTS[bytes(bitmap), n] = out
+        return out
 
 
 def _mariadb_uncompress(raw: bytes) -> bytes:

@@ -674,6 +674,8 @@ class MysqlEventParser:
         )
         accepts = self.filter.accepts
         filters, fields = self.event_filters, self.field_filter
+        verdicts: dict[tuple[str, str], bool] = {}  # the table filter's answer per table
+        annotations_pass = not fields and not filters.drops_queries  # nothing reads their Header
 
         def keep_rows(e: ev.RowsEvent) -> bool:
             tm = e.table_map
@@ -689,7 +691,11 @@ class MysqlEventParser:
                     e.table_id,
                 )
                 return False
-            return accepts(tm.schema, tm.table) and not filters.drops_rows(e.kind)
+            name = (tm.schema, tm.table)
+            accepted = verdicts.get(name)
+            if accepted is None:
+                accepted = verdicts[name] = accepts(*name)
+            return accepted and not filters.drops_rows(e.kind)
 
         streamed = False
         try:
@@ -703,16 +709,22 @@ class MysqlEventParser:
                 elif event.timestamp:
                     self.caught_up = False
                     self.last_event_time = event.timestamp
-                if isinstance(event, ev.RotateEvent):
+                t = type(event)
+                if t is ev.TableMapEvent:
+                    continue
+                if t is ev.RowsEvent:
+                    if not keep_rows(event):  # type: ignore[arg-type]
+                        continue
+                elif t is ev.RowsQueryEvent and annotations_pass and event.type == E.MARIADB_ANNOTATE_ROWS:
+                    buffer.add_all(converter.records(event))  # MariaDB's SQL behind rows: no filter
+                    continue
+                elif isinstance(event, ev.RotateEvent):
                     if history is not None and not history_started:
                         history.start((event.next_file, event.position))
                         history_started = True
                     continue
-                if isinstance(event, ev.TableMapEvent | ev.FormatDescriptionEvent):
+                elif isinstance(event, ev.FormatDescriptionEvent):
                     continue
-                if isinstance(event, ev.RowsEvent):
-                    if not keep_rows(event):
-                        continue
                 elif isinstance(event, ev.TransactionPayloadEvent):
                     event.events = [
                         e for e in event.events if not isinstance(e, ev.RowsEvent) or keep_rows(e)
@@ -725,7 +737,7 @@ class MysqlEventParser:
                 ):
                     history.at((event.file, event.pos))
                     history.apply_event(event)
-                rows_event = isinstance(event, ev.RowsEvent | ev.TransactionPayloadEvent)
+                rows_event = t is ev.RowsEvent or t is ev.TransactionPayloadEvent
                 for record in converter.records(event, gtidlog=False):
                     if record.entry_type == pb.ROWDATA and (fields or not rows_event):
                         record = self._filtered(record, event, rows_event)
@@ -742,12 +754,6 @@ class MysqlEventParser:
         """A ROWDATA record through the filters that read its Header: the table filter and the
         query filters for entries from QUERY events, the field filter; None when dropped."""
         filters, fields = self.event_filters, self.field_filter
-        if (
-            not fields
-            and not filters.drops_queries
-            and getattr(event, "type", None) == E.MARIADB_ANNOTATE_ROWS
-        ):
-            return record  # MariaDB's statement behind rows names no table: nothing to filter
         entry = pb.Entry.FromString(record.raw)  # type: ignore[arg-type]
         header = entry.header
         if not rows_event:

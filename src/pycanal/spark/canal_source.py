@@ -108,6 +108,7 @@ class _Queued(NamedTuple):
     gtid: str | None  # EntryRows' GTID after this entry
     txn: bool  # inside a transaction after this entry
     end: int  # bytes received on this connection up to and including this entry
+    read: bool  # EntryRows reads it (rows, DDL, GTID, transaction end); the rest is not shipped
 
 
 class _Offset(NamedTuple):
@@ -144,15 +145,17 @@ def _show(key: Key) -> str:
     return f"{file}:{pos}#{k}" if file else "the server cursor"
 
 
-def _step(entry: pb.Entry, gtid: str | None, txn: bool) -> tuple[bool, str | None, bool]:
-    """(boundary, gtid, txn) after ``entry``; the GTID follows ``EntryRows`` exactly."""
+def _step(entry: pb.Entry, gtid: str | None, txn: bool) -> tuple[bool, str | None, bool, bool]:
+    """(boundary, gtid, txn) after ``entry``, and whether ``EntryRows`` reads it at all: the GTID
+    follows ``EntryRows`` exactly; a TRANSACTIONBEGIN or a QUERY entry that is no DDL (the SQL
+    behind rows events, informational statements) gives it nothing."""
     kind = entry.entryType
     if kind == pb.TRANSACTIONEND:
-        return True, None, False
+        return True, None, False, True
     if kind == pb.TRANSACTIONBEGIN:
-        return False, gtid, True
+        return False, gtid, True, False
     if kind == pb.GTIDLOG:
-        return False, pb.Pair.FromString(entry.storeValue).value or None, True
+        return False, pb.Pair.FromString(entry.storeValue).value or None, True, True
     if kind == pb.ROWDATA:
         h = entry.header
         for prop in h.props:
@@ -160,9 +163,11 @@ def _step(entry: pb.Entry, gtid: str | None, txn: bool) -> tuple[bool, str | Non
                 gtid = prop.value or None
         if h.eventType not in _IUD:
             change = pb.RowChange.FromString(entry.storeValue)
-            if change.eventType not in _IUD and is_ddl(change.sql):
-                return True, None, False
-    return not txn, gtid, txn
+            if change.eventType not in _IUD:
+                if is_ddl(change.sql):
+                    return True, None, False, True
+                return not txn, gtid, txn, False
+    return not txn, gtid, txn, True
 
 
 class _Options(NamedTuple):
@@ -461,9 +466,9 @@ class _Feed:
             key = _key(file, pos, k)
             if key <= floor:
                 continue  # handed out again after a reconnect: <= start, done already
-            boundary, gtid, txn = _step(entry, gtid, txn)
+            boundary, gtid, txn, read = _step(entry, gtid, txn)
             self.received += len(raw)
-            self.entries.append(_Queued(key, file, pos, k, raw, boundary, gtid, txn, self.received))
+            self.entries.append(_Queued(key, file, pos, k, raw, boundary, gtid, txn, self.received, read))
         self.last = (file0, pos0, k)
         self.batches.append((message.id, key))
 
@@ -627,7 +632,7 @@ class CanalStreamReader(DataSourceStreamReader):
         out = []
         for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
             gtid = entries[a - 1].gtid if a else first.gtid
-            out.append(CanalPartition(i, [e.raw for e in entries[a:b]], gtid))
+            out.append(CanalPartition(i, [e.raw for e in entries[a:b] if e.read], gtid))
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
