@@ -192,14 +192,18 @@ def drain(conn: SimpleConnector, file: str, rows: int, txns: int, t0: float) -> 
     return {"wall_s": round(wall, 3), "rows_per_s": round(rows / wall), "txn_per_s": round(txns / wall)}
 
 
-def pycanal_server(db: PrivateMariaDB, w: dict[str, Any], tmp: Path, profile: Path | None) -> dict[str, Any]:
+def pycanal_server(
+    db: PrivateMariaDB, w: dict[str, Any], tmp: Path, profile: Path | None, query_dml_filtered: bool = False
+) -> dict[str, Any]:
     port = free_port()
-    conf = tmp / f"conf-{w['file'].name}"
+    conf = tmp / f"conf-{w['file'].name}-{port}"
     write_conf(conf, db, port, (w["file"].name, 4), "sbtest.*")
     with (Path(__file__).resolve().parent.parent / "conf" / "canal.properties").open() as f:
         shipped = [line for line in f if line.startswith("canal.instance.memory.")]
     with (conf / "bench" / "instance.properties").open("a") as f:
         f.writelines(shipped)  # conf/'s store
+        if query_dml_filtered:  # Canal's switch for the SQL behind rows events: not even fetched
+            f.write("canal.instance.filter.query.dml = true\n")
     proc = start_server(conf, port, tmp / "server.log")
     spy = None
     try:
@@ -265,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-pmr", action="store_true")
     ap.add_argument("--profile", type=Path, help="write py-spy profiles of the server here")
     ap.add_argument(
+        "--filter-query-dml", action="store_true",
+        help="also the server with canal.instance.filter.query.dml (no ANNOTATE_ROWS entries)",
+    )  # fmt: skip
+    ap.add_argument(
         "--pipeline", action="store_true",
         help="also the Spark pipeline on oltp_write_only rounds (bench/pipeline.py --workload sysbench)",
     )  # fmt: skip
@@ -298,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
                         f"{name}: python-mysql-replication {r['python_mysql_replication']['rows_per_s']:,} rows/s"
                     )
                 r["pycanal_server"] = pycanal_server(db, w, tmp, args.profile)
+                if args.filter_query_dml:
+                    r["pycanal_server_query_dml_filtered"] = pycanal_server(db, w, tmp, None, True)
+                    log(
+                        f"{name}: with filter.query.dml {r['pycanal_server_query_dml_filtered']['rows_per_s']:,} rows/s"
+                    )
                 log(f"{name}: pycanal server -> TCP client {r['pycanal_server']['rows_per_s']:,} rows/s")
                 rate = r["pycanal_server"]["rows_per_s"]
                 ratios = {"server_vs_sysbench_write": round(rate / r["sysbench"]["rows_per_s"], 2),

@@ -482,3 +482,23 @@ def test_resume_from_position_after_reconnect(mariadb):
     assert [e.rows for e in rest if e.type == E.WRITE_ROWS_V1] == [[(1,)], [(2,)]]
     real = [e for e in rest if not e.flags & LOG_EVENT_ARTIFICIAL_F and e.type != E.FORMAT_DESCRIPTION]
     assert real[0].pos == saved.position
+
+
+def test_annotate_rows_only_when_asked(mariadb):
+    """MariaDB sends ANNOTATE_ROWS only to a replica that asks (Canal always does; pycanal's parser
+    does not when filter.query.dml drops them); positions and rows are the same either way."""
+    mariadb.execute("CREATE TABLE IF NOT EXISTS pycanal.live_annotate (id INT PRIMARY KEY)")
+    file, pos = mariadb.current_binlog()
+    for i in range(3):
+        mariadb.execute(f"INSERT INTO pycanal.live_annotate VALUES ({i})")
+    streams = {}
+    for annotate in (True, False):
+        conn = replica(mariadb, annotate_rows=annotate)
+        conn.dump(file, pos, non_blocking=True)
+        streams[annotate] = list(conn.events())
+        conn.close()
+    types = {a: [e.type for e in s] for a, s in streams.items()}
+    assert types[True].count(E.MARIADB_ANNOTATE_ROWS) == 3 and E.MARIADB_ANNOTATE_ROWS not in types[False]
+    kept = [(e.type, e.pos, e.next_pos) for e in streams[True] if e.type != E.MARIADB_ANNOTATE_ROWS]
+    assert kept == [(e.type, e.pos, e.next_pos) for e in streams[False]]
+    assert [e.rows for e in streams[False] if e.type == E.WRITE_ROWS_V1] == [[(0,)], [(1,)], [(2,)]]

@@ -97,6 +97,8 @@ class ReplicaConnection:
         auth_plugin, server_public_key, allow_cleartext: see :class:`~pycanal.mysql.packets.Authenticator`.
         report_host, report_port: what ``COM_REGISTER_SLAVE`` reports (``SHOW SLAVE HOSTS``).
         kill_on_close: :meth:`close` kills the server's dump thread over a separate connection.
+        annotate_rows: ask MariaDB for its ANNOTATE_ROWS events (the SQL behind rows events, as
+            Canal does); a consumer that drops them anyway (``filter.query.dml``) is spared them.
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class ReplicaConnection:
         report_host: str = "",
         report_port: int = 0,
         kill_on_close: bool = True,
+        annotate_rows: bool = True,
     ) -> None:
         self.host = host
         self.port = port
@@ -140,6 +143,7 @@ class ReplicaConnection:
         self.report_host = report_host
         self.report_port = report_port
         self.kill_on_close = kill_on_close
+        self.annotate_rows = annotate_rows
 
         self.handshake: P.Handshake | None = None
         self.authenticator: P.Authenticator | None = None
@@ -405,7 +409,7 @@ class ReplicaConnection:
 
     def _default_flags(self, non_blocking: bool) -> int:
         flags = P.BINLOG_DUMP_NON_BLOCK if non_blocking else 0
-        if self.is_mariadb:
+        if self.is_mariadb and self.annotate_rows:
             flags |= P.BINLOG_SEND_ANNOTATE_ROWS_EVENT
         return flags
 
@@ -458,7 +462,7 @@ class ReplicaConnection:
         self.execute("SET @slave_gtid_strict_mode=0")
         self.execute("SET @slave_gtid_ignore_duplicates=0")
         self._prepare_dump()
-        flags = self._default_flags(non_blocking) | P.BINLOG_SEND_ANNOTATE_ROWS_EVENT
+        flags = self._default_flags(non_blocking)
         self._start_stream(P.com_binlog_dump("", 4, self.server_id, flags), "", 0, flags)
 
     # ------------------------------------------------------------------ the stream

@@ -647,6 +647,8 @@ class MysqlEventParser:
             heartbeat=self.heartbeat_period,
             read_timeout=self.read_timeout,
         )
+        # The SQL behind rows events is not even fetched when filter.query.dml drops it.
+        conn.annotate_rows = not self.event_filters.query_dml
         with self._lock:
             if not self._running:
                 return False
