@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.workload == "sysbench":  # the tables' rows reach the lake before any round
                     log(f"sysbench prepare: {args.tables} x {args.table_size:,} rows")
                     oltp_bench.sysbench(db, "oltp_write_only", "prepare", *sysbench_common(args))
-                    wait_settled(lake)
+                    wait_settled(lake, seconds=5.0)  # longer than any trigger interval used
                     check_sysbench(db, lake, args.tables)
                 # 1. commit-to-visible delay at a steady rate
                 result["delay"] = delay_phase(db, lake, args.delay_seconds, args.rate)
