@@ -289,6 +289,50 @@ class PmrRun:
         return n, time.process_time() - c0
 
 
+class PmrJsonRun(PmrRun):
+    """python-mysql-replication + ``json.dumps`` of every row: what a user of the library does to
+    emit JSON lines (the comparison for ``pycanal binlog decode --format jsonl``)."""
+
+    def __call__(self) -> tuple[int, float]:
+        from pymysqlreplication import BinLogStreamReader
+        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+        self.server_id += 1
+        c0 = time.process_time()
+        stream = BinLogStreamReader(
+            connection_settings=self.db.repl_params(),
+            server_id=self.server_id,
+            log_file=self.log_file,
+            log_pos=4,
+            resume_stream=True,
+            blocking=False,
+            only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+            enable_logging=False,
+        )
+        n = 0
+        with open(os.devnull, "w") as out:
+            try:
+                for ev in stream:
+                    if stream.log_file != self.log_file:
+                        break
+                    for row in ev.rows:
+                        out.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+                        n += 1
+            finally:
+                stream.close()
+        return n, time.process_time() - c0
+
+
+def cli_run(path: Path, rows: int, fmt: str = "jsonl") -> tuple[int, float]:
+    """``pycanal binlog decode FILE --format FMT > /dev/null`` (the process's CPU as cpu seconds);
+    returns ``rows`` (the output is checked by the tests, not here)."""
+    c0 = _children_cpu()
+    with open(os.devnull, "wb") as null:
+        subprocess.run([sys.executable, "-m", "pycanal.cli", "binlog", "decode", str(path), "--format", fmt],
+                       stdout=null, check=True)  # fmt: skip
+    return rows, _children_cpu() - c0
+
+
 def pmr_check_samples(samples: list[dict[str, Any]], n: int) -> dict[str, Any]:
     """Compare python-mysql-replication's sampled rows with the generated ones."""
     wanted = {s.get("id") for s in samples}
@@ -404,6 +448,14 @@ def main(argv: list[str] | None = None) -> int:
                     "transport": f"TCP {db.host} as {db.repl_user!r}",
                 }
 
+            log("pycanal binlog decode --format jsonl / text > /dev/null")
+            cli_jsonl = best_of("cli jsonl", args.repeat, lambda: cli_run(path, args.rows), args.rows)
+            cli_text = best_of("cli text", args.repeat, lambda: cli_run(path, args.rows, "text"), args.rows)
+            pmr_json = None
+            if not args.skip_pmr:
+                pmr_json = best_of("python-mysql-replication + json.dumps", args.repeat,
+                                   PmrJsonRun(db, path.name), args.rows)  # fmt: skip
+
             tool = mariadb_binlog_path()
             cmd = [tool, "--no-defaults", "-v", "--base64-output=decode-rows", str(path)]
             tool_version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout.strip()
@@ -445,6 +497,12 @@ def main(argv: list[str] | None = None) -> int:
                 "python_mysql_replication": pmr,
                 "mariadb_binlog": mbl,
                 "pycanal_parallel": par,
+                "cli_jsonl": cli_jsonl,
+                "cli_text": cli_text,
+                "python_mysql_replication_json": pmr_json,
+                "ratio_cli_jsonl_vs_pmr_json": (
+                    round(cli_jsonl["rows_per_s"] / pmr_json["rows_per_s"], 2) if pmr_json else None
+                ),
                 "notes": [
                     "pycanal_parallel: decode_parallel splits the file into "
                     f"{args.workers} parts of about equal bytes at transaction starts (split_points) and "

@@ -11,7 +11,9 @@ reader takes the same binlog file in one run:
 2. ``mariadb_binlog``: ``mariadb-binlog -v --base64-output=decode-rows FILE > /dev/null`` (C).
 3. ``python_mysql_replication``: ``BinLogStreamReader`` streaming the file (rows events, every
    value touched).
-4. ``pycanal_server``: a ``pycanal server`` process (conf/'s store, started at the file's start) and
+4. ``cli_jsonl``: ``pycanal binlog decode FILE --format jsonl > /dev/null`` (its own process, start-up
+   included), against python-mysql-replication + ``json.dumps`` of every row;
+5. ``pycanal_server``: a ``pycanal server`` process (conf/'s store, started at the file's start) and
    a ``SimpleConnector`` in this process that parses every Entry and RowChange and touches every
    column value; the clock runs from the moment the destination took the subscription (it starts
    parsing a few ms before) to the last transaction end.
@@ -45,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import decode as decode_bench  # noqa: E402
 from e2e import start_server, subscribed, write_conf  # noqa: E402
 from pycanal.binlog import read_events  # noqa: E402
 from pycanal.binlog.events import RowsEvent, TransactionPayloadEvent, XidEvent  # noqa: E402
@@ -305,6 +308,18 @@ def main(argv: list[str] | None = None) -> int:
                     log(
                         f"{name}: python-mysql-replication {r['python_mysql_replication']['rows_per_s']:,} rows/s"
                     )
+                cli = decode_bench.best_of(
+                    "cli jsonl", 1, lambda w=w: decode_bench.cli_run(w["file"], w["rows"]), w["rows"]
+                )
+                r["cli_jsonl"] = {"rows_per_s": cli["rows_per_s"], "wall_s": cli["wall_s"]}
+                if not args.skip_pmr:
+                    pj = decode_bench.best_of(
+                        "pmr + json.dumps", 1, decode_bench.PmrJsonRun(db, w["file"].name), w["rows"]
+                    )
+                    r["python_mysql_replication_json"] = {
+                        "rows_per_s": pj["rows_per_s"],
+                        "wall_s": pj["wall_s"],
+                    }
                 r["pycanal_server"] = pycanal_server(db, w, tmp, args.profile)
                 if args.filter_query_dml:
                     r["pycanal_server_query_dml_filtered"] = pycanal_server(db, w, tmp, None, True)
@@ -317,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
                           "server_vs_mariadb_binlog": round(rate / r["mariadb_binlog"]["rows_per_s"], 2)}  # fmt: skip
                 if not args.skip_pmr:
                     ratios["server_vs_pmr"] = round(rate / r["python_mysql_replication"]["rows_per_s"], 2)
+                    ratios["cli_jsonl_vs_pmr_json"] = round(
+                        r["cli_jsonl"]["rows_per_s"] / r["python_mysql_replication_json"]["rows_per_s"], 2
+                    )
                 r["ratios"] = ratios
                 log(f"{name}: {ratios}")
                 result[name] = r

@@ -61,15 +61,12 @@ def decode(
     recorder = Recorder()
     out = sys.stdout
     try:
-        records = recorder.records(_events(files, start_position, stop_position))
+        events = _events(files, start_position, stop_position)
         if fmt is Format.jsonl:
-            for rec in records:
-                out.write(to_json_line(rec))
-                out.write("\n")
+            lines = recorder.lines(events)
         else:
-            for line in TextPrinter().lines(records, recorder.tables):
-                out.write(line)
-                out.write("\n")
+            lines = TextPrinter().lines(recorder.records(events), recorder.tables)
+        _write_lines(out, lines)
     except BinlogError as exc:
         out.flush()
         typer.echo(f"pycanal: error: {exc}", err=True)
@@ -77,6 +74,23 @@ def decode(
     except BrokenPipeError:
         sys.stderr.close()
         raise typer.Exit(0) from None
+
+
+def _write_lines(out, lines) -> None:  # noqa: ANN001
+    """Write ``lines`` in chunks (one write per line costs as much as making the line); when the
+    input fails midway, what came before the bad event is written first."""
+    chunk: list[str] = []
+    try:
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) == 1024:
+                chunk.append("")
+                out.write("\n".join(chunk))
+                chunk = []
+    finally:
+        if chunk:
+            chunk.append("")
+            out.write("\n".join(chunk))
 
 
 def _source(text: str) -> tuple[str, int]:

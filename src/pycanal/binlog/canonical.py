@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from . import events as ev
@@ -32,25 +33,30 @@ def is_ddl(sql: str) -> bool:
     return _DDL.match(sql) is not None
 
 
+def _base64(v: bytes) -> str:
+    return '{"base64": "' + base64.b64encode(v).decode("ascii") + '"}'
+
+
+# json.dumps(v, ensure_ascii=False) of a str is exactly the encoder's encode_basestring (in C).
+_FORMS: dict[type, Any] = {
+    int: int.__repr__,
+    str: encode_basestring,
+    JsonText: str.__str__,
+    Decimal: lambda v: f'"{v:f}"',
+    float: float.__repr__,
+    bytes: _base64,
+    bool: lambda v: "true" if v else "false",
+    type(None): lambda v: "null",
+    type(MISSING): lambda v: "null",
+}
+
+
 def json_value(v: Any) -> str:
     """One column value as canonical JSON text."""
-    if v is None or v is MISSING:
-        return "null"
+    form = _FORMS.get(type(v))
+    if form is not None:
+        return form(v)
     t = type(v)
-    if t is int:
-        return str(v)
-    if t is str:
-        return json.dumps(v, ensure_ascii=False)
-    if t is JsonText:
-        return str.__str__(v)
-    if t is Decimal:
-        return f'"{v:f}"'
-    if t is float:
-        return repr(v)
-    if t is bytes:
-        return '{"base64": "' + base64.b64encode(v).decode("ascii") + '"}'
-    if t is bool:
-        return "true" if v else "false"
     if t is list:
         return json.dumps(v, ensure_ascii=False)
     if t is JsonPatch:
@@ -68,7 +74,26 @@ _PATCH_OPS = {0: "replace", 1: "insert", 2: "remove"}
 def _image(values: tuple | None) -> str:
     if values is None:
         return "null"
-    return "[" + ", ".join(json_value(v) for v in values) + "]"
+    forms = _FORMS
+    try:
+        return "[" + ", ".join([forms[type(v)](v) for v in values]) + "]"
+    except KeyError:  # a list or JSON patch value
+        return "[" + ", ".join(map(json_value, values)) + "]"
+
+
+def _dump(v: Any) -> str:
+    """``json.dumps(v, ensure_ascii=False)``, without the encoder's set-up for the usual values."""
+    if v is None:
+        return "null"
+    t = type(v)
+    if t is str:
+        return encode_basestring(v)
+    if t is int:
+        return int.__repr__(v)
+    return json.dumps(v, ensure_ascii=False)
+
+
+_TABLE_KEY = ("pycanal.binlog.canonical", "table")
 
 
 class Recorder:
@@ -77,6 +102,57 @@ class Recorder:
     def __init__(self) -> None:
         self.gtid: str | None = None
         self.tables: dict[tuple[str, str], Any] = {}  # (schema, table) -> latest TableMap
+
+    def lines(self, events: Iterable[ev.Event]) -> Iterator[str]:
+        """``to_json_line`` of each record ``records`` gives, the same text: row changes are written
+        straight from the event (its fields once, then per row the images), no dict per row."""
+        for e in events:
+            if isinstance(e, ev.TransactionPayloadEvent):
+                yield from self.lines(e.events)
+            elif isinstance(e, ev.RowsEvent):
+                yield from self._row_lines(e)
+            else:
+                for rec in self._one(e):
+                    yield to_json_line(rec)
+
+    def _row_lines(self, e: ev.RowsEvent) -> Iterator[str]:
+        tm = e.table_map
+        if tm is None:
+            return
+        self.tables[(tm.schema, tm.table)] = tm
+        kind = e.kind
+        table = tm.decoders.get(_TABLE_KEY)  # the table's part of the line, made once per TableMap
+        if table is None:
+            table = tm.decoders[_TABLE_KEY] = (
+                f'"schema": {_dump(tm.schema)}, "table": {_dump(tm.table)}, "columns": {_dump(tm.names)}, '
+            )
+        head = (
+            f'{{"type": "{kind}", "file": {_dump(e.file)}, "pos": {e.pos}, "next_pos": {e.next_pos}, '
+            f'"ts": {e.timestamp}, "server_id": {e.server_id}, "gtid": {_dump(self.gtid)}, "xid": null, '
+            f'{table}"before": '
+        )
+        image = _image
+        n = e.column_count
+        # MISSING values only come with a partial image (a column bitmap that is not full)
+        partial = any(c is not None and len(c) != n for c in (e.before_columns, e.after_columns))
+        for row in e.rows:
+            if kind == "UPDATE":
+                before, after = row
+            elif kind == "INSERT":
+                before, after = None, row
+            else:
+                before, after = row, None
+            line = f'{head}{image(before)}, "after": {image(after)}, "sql": null'
+            if partial and (
+                (before is not None and MISSING in before) or (after is not None and MISSING in after)
+            ):
+                absent = {
+                    k: [i for i, v in enumerate(img) if v is MISSING]
+                    for k, img in (("before", before), ("after", after))
+                    if img is not None
+                }
+                line += f', "absent": {_dump({k: v for k, v in absent.items() if v})}'
+            yield line + "}"
 
     def records(self, events: Iterable[ev.Event]) -> Iterator[dict[str, Any]]:
         for e in events:
@@ -172,6 +248,6 @@ def to_json_line(rec: dict[str, Any]) -> str:
         if key in ("before", "after"):
             text = _image(value)
         else:
-            text = json.dumps(value, ensure_ascii=False)
+            text = _dump(value)
         parts.append(f'"{key}": {text}')
     return "{" + ", ".join(parts) + "}"
