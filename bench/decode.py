@@ -242,6 +242,27 @@ def pycanal_parallel_verify(path: Path, n: int, workers: int) -> None:
         raise RuntimeError(f"pycanal_parallel verification saw {total:,} rows, expected {n:,}")
 
 
+def pmr_stream(db: PrivateMariaDB, log_file: str, server_id: int, only_events: list) -> Any:
+    """python-mysql-replication's reader over ``log_file`` from its start to the binlog's end."""
+    from pymysqlreplication import BinLogStreamReader
+
+    return BinLogStreamReader(
+        connection_settings=db.repl_params(),
+        server_id=server_id,
+        log_file=log_file,
+        log_pos=4,
+        resume_stream=True,
+        blocking=False,  # BINLOG_DUMP_NON_BLOCK: the server ends the stream at the end of the binlog
+        only_events=only_events,
+        # is_mariadb stays False: in 1.0.17 it only matters with auto_position (GTID); without
+        # it, is_mariadb=True sends COM_BINLOG_DUMP with an empty file name (log_file/log_pos are
+        # ignored, the dump starts at the oldest binlog), and with blocking=False the server then
+        # drops the connection at the end, which the reader retries from the start, endlessly.
+        # The plain file/position dump works against MariaDB (it sets @mariadb_slave_capability).
+        enable_logging=False,  # it would log its parameters
+    )
+
+
 class PmrRun:
     """python-mysql-replication streaming the workload file from the server."""
 
@@ -252,28 +273,13 @@ class PmrRun:
         self.samples: list[dict[str, Any]] = []  # the first row of each event, for a value check
 
     def __call__(self) -> tuple[int, float]:
-        from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.row_event import WriteRowsEvent
 
         self.server_id += 1  # a fresh replica id per run
         self.samples = []
         samples_append = self.samples.append
         c0 = time.process_time()
-        stream = BinLogStreamReader(
-            connection_settings=self.db.repl_params(),
-            server_id=self.server_id,
-            log_file=self.log_file,
-            log_pos=4,
-            resume_stream=True,
-            blocking=False,  # BINLOG_DUMP_NON_BLOCK: the server ends the stream at the end of the binlog
-            only_events=[WriteRowsEvent],
-            # is_mariadb stays False: in 1.0.17 it only matters with auto_position (GTID); without
-            # it, is_mariadb=True sends COM_BINLOG_DUMP with an empty file name (log_file/log_pos are
-            # ignored, the dump starts at the oldest binlog), and with blocking=False the server then
-            # drops the connection at the end, which the reader retries from the start, endlessly.
-            # The plain file/position dump works against MariaDB (it sets @mariadb_slave_capability).
-            enable_logging=False,  # it would log its parameters
-        )
+        stream = pmr_stream(self.db, self.log_file, self.server_id, [WriteRowsEvent])
         n = 0
         try:
             for ev in stream:
@@ -294,20 +300,12 @@ class PmrJsonRun(PmrRun):
     emit JSON lines (the comparison for ``pycanal binlog decode --format jsonl``)."""
 
     def __call__(self) -> tuple[int, float]:
-        from pymysqlreplication import BinLogStreamReader
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
         self.server_id += 1
         c0 = time.process_time()
-        stream = BinLogStreamReader(
-            connection_settings=self.db.repl_params(),
-            server_id=self.server_id,
-            log_file=self.log_file,
-            log_pos=4,
-            resume_stream=True,
-            blocking=False,
-            only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-            enable_logging=False,
+        stream = pmr_stream(
+            self.db, self.log_file, self.server_id, [WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent]
         )
         n = 0
         with open(os.devnull, "w") as out:

@@ -129,19 +129,10 @@ def mariadb_binlog(path: Path, rows: int) -> dict[str, Any]:
 
 
 def pmr(db: PrivateMariaDB, path: Path, rows: int) -> dict[str, Any]:
-    from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-    stream = BinLogStreamReader(
-        connection_settings=db.repl_params(),
-        server_id=2000 + os.getpid() % 100000,
-        log_file=path.name,
-        log_pos=4,
-        resume_stream=True,
-        blocking=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
-        enable_logging=False,
-    )
+    kinds = [WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent]
+    stream = decode_bench.pmr_stream(db, path.name, 2000 + os.getpid() % 100000, kinds)
     n = 0
     t0 = time.perf_counter()
     try:

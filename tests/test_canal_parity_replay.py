@@ -13,21 +13,12 @@ private MariaDB and compares every table with the source.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Callable
-from pathlib import Path
 
-import pytest
-
-from pycanal.instance import CanalInstance
-from pycanal.meta import MemoryMetaManager
-from pycanal.parse.position import EntryPosition
+from canal_python import instance_from_here, run_script
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
 from pycanal.testing import PrivateMariaDB
-
-VENV_PYTHON = Path(__file__).resolve().parent.parent / ".venv-canal-python" / "bin" / "python"
 
 CONSUMER = r"""
 import json, re, sys, time
@@ -139,23 +130,9 @@ def _tables(server: PrivateMariaDB) -> dict[str, list[tuple]]:
 def test_isddl_consumer_replays_accounts_databases_and_ddl(
     mariadb: PrivateMariaDB, mariadb_factory: Callable[..., PrivateMariaDB]
 ) -> None:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run scripts/setup.sh (it installs canal-python 0.4 there)")
     target = mariadb_factory(server_id=9)
-    file, pos = mariadb.current_binlog()
     embedded = CanalServerWithEmbedded()
-    embedded.add_instance(
-        CanalInstance(
-            "parity",
-            parser={
-                "master_address": (mariadb.host, mariadb.port),
-                "username": mariadb.repl_user,
-                "password": mariadb.repl_password,
-                "master_position": EntryPosition(file, pos),
-            },
-            meta_manager=MemoryMetaManager(),
-        )
-    )
+    embedded.add_instance(instance_from_here(mariadb, "parity"))
     tcp = CanalTcpServer(embedded).start()
     try:
         conn = mariadb.root_connection()
@@ -166,23 +143,13 @@ def test_isddl_consumer_replays_accounts_databases_and_ddl(
                 conn.commit()
         conn.close()
         source = _tables(mariadb)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env["PYTHONNOUSERSITE"] = "1"
-        proc = subprocess.run(
-            [str(VENV_PYTHON), "-c", CONSUMER, str(tcp.port), "parity", r"parity_a\..*,parity_b\..*"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        _, result = run_script(CONSUMER, str(tcp.port), "parity", r"parity_a\..*,parity_b\..*")
     finally:
         tcp.stop()
         embedded.stop()
         mariadb.execute("DROP DATABASE IF EXISTS parity_a")
         mariadb.execute("DROP DATABASE IF EXISTS parity_b")
         mariadb.execute("DROP USER IF EXISTS 'parity_u'@'127.0.0.1'")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (result,) = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert result["done"], result
     # Everything that is no schema change came as an informational QUERY entry (nothing dropped):
     # the account statements, the view, the savepoints and ALTER DATABASE.

@@ -9,23 +9,17 @@ CLIENTACK without an answer, and a rollback of one batch.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from pycanal.instance import CanalInstance
-from pycanal.meta import ClientIdentity, MemoryMetaManager
-from pycanal.parse.position import EntryPosition
+from canal_python import instance_from_here, run_script
+from pycanal.meta import ClientIdentity
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
 from pycanal.testing import PrivateMariaDB
 
-VENV_PYTHON = Path(__file__).resolve().parent.parent / ".venv-canal-python" / "bin" / "python"
 ROWS = 20
 
 # Runs inside .venv-canal-python; prints one JSON line with what it saw.
@@ -85,21 +79,8 @@ def servers(
     mariadb: PrivateMariaDB,
 ) -> Iterator[tuple[CanalServerWithEmbedded, CanalTcpServer, CanalTcpServer]]:
     mariadb.execute("CREATE TABLE pycanal.cp_compat (id INT PRIMARY KEY, v VARCHAR(20))")
-    file, pos = mariadb.current_binlog()
     embedded = CanalServerWithEmbedded()
-    embedded.add_instance(
-        CanalInstance(
-            "cp_compat",
-            parser={
-                "master_address": (mariadb.host, mariadb.port),
-                "username": mariadb.repl_user,
-                "password": mariadb.repl_password,
-                "master_position": EntryPosition(file, pos),
-            },
-            meta_manager=MemoryMetaManager(),
-        ),
-        lazy=True,
-    )
+    embedded.add_instance(instance_from_here(mariadb, "cp_compat"), lazy=True)
     tcp = CanalTcpServer(embedded).start()
     tcp_user = CanalTcpServer(embedded, user="canal").start()  # canal.user without canal.passwd
     conn = mariadb.root_connection("pycanal")
@@ -117,31 +98,11 @@ def servers(
 
 
 def run_canal_python(port: int, client_id: int, user: str, rows: int) -> dict:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run scripts/setup.sh (it installs canal-python 0.4 there)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["PYTHONNOUSERSITE"] = "1"
-    proc = subprocess.run(
-        [
-            str(VENV_PYTHON),
-            "-c",
-            CLIENT,
-            str(port),
-            "cp_compat",
-            str(client_id),
-            r"pycanal\.cp_compat",
-            user,
-            str(rows),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        env=env,
+    proc, result = run_script(
+        CLIENT, str(port), "cp_compat", str(client_id), r"pycanal\.cp_compat", user, str(rows), timeout=90
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert "Auth succed" in lines and "Subscribe succed" in lines, proc.stdout  # canal-python's words
-    (result,) = [json.loads(line[7:]) for line in lines if line.startswith("RESULT ")]
     return result
 
 
