@@ -81,6 +81,20 @@ def _image(values: tuple | None) -> str:
         return "[" + ", ".join(map(json_value, values)) + "]"
 
 
+def _image_code(types: tuple[type, ...]) -> Any:
+    """``_image`` compiled for rows whose values have ``types`` (a table's rows repeat one shape):
+    per column its form, guarded by the type (any other value takes ``json_value``), one f-string."""
+    ns: dict[str, Any] = {"json_value": json_value}
+    fields = []
+    for i, t in enumerate(types):
+        ns[f"T{i}"], ns[f"F{i}"] = t, _FORMS.get(t, json_value)
+        fields.append(f"{{F{i}(v{i}) if type(v{i}) is T{i} else json_value(v{i})}}")
+    names = "".join(f"v{i}, " for i in range(len(types)))
+    body = f"    {names}= r\n    return f'[{', '.join(fields)}]'" if types else "    return '[]'"
+    exec(f"def image(r):\n{body}\n", ns)  # noqa: S102 - generated from column positions only
+    return ns["image"]
+
+
 def _dump(v: Any) -> str:
     """``json.dumps(v, ensure_ascii=False)``, without the encoder's set-up for the usual values."""
     if v is None:
@@ -94,6 +108,7 @@ def _dump(v: Any) -> str:
 
 
 _TABLE_KEY = ("pycanal.binlog.canonical", "table")
+_IMAGE_KEY = ("pycanal.binlog.canonical", "image")
 
 
 class Recorder:
@@ -131,18 +146,28 @@ class Recorder:
             f'"ts": {e.timestamp}, "server_id": {e.server_id}, "gtid": {_dump(self.gtid)}, "xid": null, '
             f'{table}"before": '
         )
-        image = _image
         n = e.column_count
         # MISSING values only come with a partial image (a column bitmap that is not full)
         partial = any(c is not None and len(c) != n for c in (e.before_columns, e.after_columns))
-        for row in e.rows:
+        rows = e.rows
+        if rows and not partial:  # one compiled image per value-type shape of the table's rows
+            first = rows[0][-1] if kind == "UPDATE" else rows[0]
+            key = (_IMAGE_KEY, tuple(map(type, first)))
+            code = tm.decoders.get(key)
+            if code is None:
+                code = tm.decoders[key] = _image_code(key[1])
+        else:
+            code = _image
+        for row in rows:
             if kind == "UPDATE":
                 before, after = row
+                line = f'{head}{code(before)}, "after": {code(after)}, "sql": null'
             elif kind == "INSERT":
+                line = f'{head}null, "after": {code(row)}, "sql": null'
                 before, after = None, row
             else:
+                line = f'{head}{code(row)}, "after": null, "sql": null'
                 before, after = row, None
-            line = f'{head}{image(before)}, "after": {image(after)}, "sql": null'
             if partial and (
                 (before is not None and MISSING in before) or (after is not None and MISSING in after)
             ):
