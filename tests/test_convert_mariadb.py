@@ -417,3 +417,28 @@ def test_buffer_batches_and_positions_over_the_stream(types_stream):
         ["TRANSACTIONBEGIN", "ROWDATA", "TRANSACTIONEND"]
     ] * 7
     assert [p.end_position for p in positions] == [x.next_pos for x in xids]
+
+
+def test_statement_text_a_latin1_client_wrote(mariadb: PrivateMariaDB):
+    """MariaDB logs a latin1 client's statement bytes in ANNOTATE_ROWS with no charset: the decoder
+    keeps the bytes it cannot read as UTF-8, and the entry's sql carries U+FFFD for them (Canal's
+    decoding with its UTF-8 connection charset) instead of failing the conversion; the row values,
+    decoded with the column's charset, are exact. The QUERY event names its charset: exact too."""
+    table = f"conv_latin1_{uuid.uuid4().hex[:8]}"
+    mariadb.execute(
+        f"CREATE TABLE pycanal.{table} (id INT PRIMARY KEY, v VARCHAR(20)) DEFAULT CHARSET=utf8mb4"
+    )
+    file, pos = mariadb.current_binlog()
+    with mariadb.root_connection(charset="latin1") as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO pycanal.{table} VALUES (1, 'caf\u00e9')")
+        cur.execute(f"ALTER TABLE pycanal.{table} COMMENT 'd\u00e9j\u00e0'")
+    mariadb.flush_binary_logs()
+    events = list(read_events(Path(mariadb.binlog_dir) / file, start_position=pos))
+    raw = [r for e in events for r in RawEntryConverter().records(e)]
+    entries = [entry for e in events for entry in EntryConverter().convert(e)]
+    assert [r.raw for r in raw] == [e.SerializeToString() for e in entries]
+    changes = [C.RowChange.FromString(e.storeValue) for e in entries if e.entryType == C.ROWDATA]
+    annotate, insert, alter = (c for c in changes)
+    assert annotate.sql == f"INSERT INTO pycanal.{table} VALUES (1, 'caf\ufffd')"
+    assert [c.value for c in insert.rowDatas[0].afterColumns] == ["1", "caf\u00e9"]
+    assert alter.sql == f"ALTER TABLE pycanal.{table} COMMENT 'd\u00e9j\u00e0'"

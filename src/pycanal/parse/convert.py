@@ -40,6 +40,7 @@ __all__ = [
     "JavaTypes",
     "TableIdNotFoundError",
     "java_double_text",
+    "entry_text",
     "keyword_ddl_classifier",
     "mysql_column_type",
 ]
@@ -133,6 +134,17 @@ _DATABASE_RULE = re.compile(
 
 def _unquote(name: str) -> str:
     return name[1:-1].replace("``", "`") if name.startswith("`") else name
+
+
+def entry_text(text: str) -> str:
+    """A statement's text as an entry carries it: protobuf strings are UTF-8, so bytes the decoder
+    could not read (kept as surrogates: e.g. MariaDB's ANNOTATE_ROWS of a latin1 client, which logs
+    no charset) become U+FFFD, as Canal's decoding with its connection charset (UTF-8) makes them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
 
 
 def keyword_ddl_classifier(sql: str, default_schema: str | None) -> list[DdlResult]:
@@ -411,7 +423,7 @@ class EntryConverter:
         Only a DML statement's table is needed: a keyword match, never the full parser (a
         multi-row INSERT can be megabytes long)."""
         results = keyword_ddl_classifier(sql[:4096], None)
-        return (results[0][2] or "") if results else ""
+        return entry_text(results[0][2] or "") if results else ""
 
     def convert_all(self, events: Iterable[ev.Event]) -> Iterator[pb.Entry]:
         for event in events:
@@ -464,7 +476,7 @@ class EntryConverter:
         return [_ddl_result(r) for r in results or ()]
 
     def _query(self, e: ev.QueryEvent) -> pb.Entry:
-        sql = e.query
+        sql = entry_text(e.query)
         upper = sql[:12].upper()
         if upper.startswith("XA START"):
             begin = pb.TransactionBegin(threadId=e.thread_id)
@@ -507,7 +519,7 @@ class EntryConverter:
         return self._entry(self._header(e, schema or "", table or "", event_type), pb.ROWDATA, change)
 
     def _query_entry(self, e: ev.Event, sql: str, table: str) -> pb.Entry:
-        change = pb.RowChange(eventType=pb.QUERY, sql=sql)
+        change = pb.RowChange(eventType=pb.QUERY, sql=entry_text(sql))
         return self._entry(self._header(e, "", table, pb.QUERY), pb.ROWDATA, change)
 
     def _gtid_entry(self, e: ev.Event, gtid: str) -> pb.Entry:

@@ -58,7 +58,7 @@ from pycanal.binlog.errors import BinlogError
 from pycanal.binlog.rows import MISSING, ColumnSpec, _Gen
 from pycanal.binlog.tablemap import TableMap
 from pycanal.parse import convert as _convert
-from pycanal.parse.convert import DdlClassifier, EntryConverter, TableIdNotFoundError
+from pycanal.parse.convert import DdlClassifier, EntryConverter, TableIdNotFoundError, entry_text
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.store.event import Event
 
@@ -719,7 +719,9 @@ class RawEntryConverter:
             table = b""
             if e.type == E.ROWS_QUERY:
                 table = _field_string(0x4A, self.entries.rows_query_table(sql))
-            change = b"\x10\x07" + _field_string(0x5A, sql)  # RowChange eventType (2) QUERY, sql (11)
+            change = b"\x10\x07" + _field_string(
+                0x5A, entry_text(sql)
+            )  # RowChange eventType (2) QUERY, sql (11)
             return [self._record(e, pos, size, pb.ROWDATA, table, b"\x58\x07", pb.QUERY, change)]
         if t is ev.QueryEvent and e.query == "BEGIN":  # type: ignore[attr-defined]
             begin = _field_int(0x20, e.thread_id)  # type: ignore[attr-defined]
