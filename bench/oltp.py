@@ -156,6 +156,7 @@ def drain(conn: SimpleConnector, file: str, rows: int, txns: int, t0: float) -> 
     """GET + ack until every row and transaction end arrived; parse and touch everything. The clock
     starts when the destination took the subscription (it started parsing a few ms before)."""
     n = ends = 0
+    cpu0 = time.process_time()
     while n < rows or ends < txns:
         msg = conn.get_without_ack(4096, timeout=200, unit="ms")
         if msg.id == -1:
@@ -183,7 +184,8 @@ def drain(conn: SimpleConnector, file: str, rows: int, txns: int, t0: float) -> 
         raise RuntimeError(
             f"the server delivered {n:,} rows / {ends:,} transactions, expected {rows:,} / {txns:,}"
         )
-    return {"wall_s": round(wall, 3), "rows_per_s": round(rows / wall), "txn_per_s": round(txns / wall)}
+    return {"wall_s": round(wall, 3), "rows_per_s": round(rows / wall), "txn_per_s": round(txns / wall),
+            "client_cpu_s": round(time.process_time() - cpu0, 3)}  # fmt: skip
 
 
 def pycanal_server(
@@ -206,8 +208,8 @@ def pycanal_server(
         if profile is not None:
             profile.mkdir(parents=True, exist_ok=True)
             out = profile / f"server-{w['file'].name}.txt"
-            spy = subprocess.Popen(["py-spy", "record", "--pid", str(proc.pid), "--format", "raw", "--rate", "200",
-                                    "--threads", "--gil", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            spy = subprocess.Popen([_py_spy(), "record", "--pid", str(proc.pid), "--format", "raw", "--rate", "200",
+                                    "--threads", "--gil", "--subprocesses", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         c0 = cpu_of(proc.pid)
         res = drain(conn, w["file"].name, w["rows"], w["transactions"], t0)
         res["server_cpu_s"] = round(cpu_of(proc.pid) - c0, 3)
@@ -220,6 +222,12 @@ def pycanal_server(
         proc.terminate()
         proc.wait(timeout=30)
     return res
+
+
+def _py_spy() -> str:
+    """py-spy from the dev dependencies (beside this interpreter), else from PATH."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else "py-spy"
 
 
 def spark_pipeline(args: argparse.Namespace) -> dict[str, Any]:
@@ -245,9 +253,18 @@ def spark_pipeline(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cpu_of(pid: int) -> float:
+    """CPU seconds of a process and its children, live (the parser's conversion process) or
+    reaped."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = sum(int(x) for x in fields[11:15])
+    seconds = ticks / os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    seconds += cpu_of(int(child))
+    return seconds
 
 
 # --------------------------------------------------------------------------- main

@@ -146,7 +146,31 @@ class EventDecoder:
         self.checksum = None
         self.tables.clear()
 
+    @property
+    def renumbers(self) -> bool:
+        """Whether the stream's event type numbers are not the logical ones (a pre-GA 5.1 format)."""
+        return self._permute is not None
+
     # ------------------------------------------------------------------ framing
+    def check(self, data: bytes, pos: int) -> None:
+        """The checks :meth:`decode` makes of an event's frame (length, size, CRC32), without
+        decoding it: events decoded in another process are checked where they are read."""
+        if len(data) < HEADER_LEN:
+            raise BinlogError(f"truncated event header ({len(data)} of {HEADER_LEN} bytes)", self.source, pos)
+        size = _U32.unpack_from(data, 9)[0]
+        if size != len(data):
+            raise BinlogError(
+                f"event size {size} does not match the {len(data)} bytes given", self.source, pos
+            )
+        has_crc = self.checksum
+        if has_crc is None:
+            has_crc = self._guess_checksum(data)
+        if has_crc and self.verify_checksum:
+            if size < HEADER_LEN + 4:
+                raise BinlogError("event too short to hold its checksum", self.source, pos)
+            if _crc32(memoryview(data)[:-4]) != _U32.unpack_from(data, size - 4)[0]:
+                raise BinlogError(f"CRC32 mismatch in {_type_name(data[4])} event", self.source, pos)
+
     def decode(self, data: bytes, pos: int) -> ev.Event:
         """Decode one complete event (header, body and checksum if any) read at offset ``pos``."""
         if len(data) < HEADER_LEN:

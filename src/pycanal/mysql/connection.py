@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import random
+import select
 import socket
 import ssl as _ssl
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -479,11 +480,21 @@ class ReplicaConnection:
         :attr:`read_timeout`, :class:`ConnectionLostError` when the connection drops, and the
         decoder's ``BinlogError`` for an event it cannot decode.
         """
+        for _data, _pos, event in self.frames(on_wait):
+            yield event  # type: ignore[misc]
+
+    def frames(
+        self, on_wait: Callable[[], object] | None = None, undecoded: Container[int] = ()
+    ) -> Iterator[tuple[bytes, int, Event | None]]:
+        """``(bytes, offset, event)`` of each event of the running dump, as :meth:`events`; events
+        whose type is in ``undecoded`` are only checked here (size, CRC32; ``event`` is None: a
+        parser's second process decodes them). ROTATE and FORMAT_DESCRIPTION are always decoded (the stream's
+        file and checksum setting come from them)."""
         if not self.dumping:
             raise MysqlError("no dump running: call dump(), dump_gtid() or dump_mariadb_gtid() first")
         reader = self._reader
         decoder = self.decoder
-        decode = decoder.decode
+        decode, check = decoder.decode, decoder.check
         take = reader.next_body
         unpack = _EV_HEAD.unpack_from
         recv = self._recv
@@ -504,14 +515,21 @@ class ReplicaConnection:
                 self._stream_end(head, data)
                 return
             size, log_pos, flags = unpack(data, 9)
-            if log_pos >= size and not flags & LOG_EVENT_ARTIFICIAL_F and data[4] not in heartbeats:
+            typ = data[4]
+            if log_pos >= size and not flags & LOG_EVENT_ARTIFICIAL_F and typ not in heartbeats:
                 pos = log_pos - size
-            elif data[4] == fde:
+            elif typ == fde:
                 pos = 4  # the FORMAT_DESCRIPTION re-sent (log_pos 0) when a dump starts past it
             else:
                 pos = self._pos
+            if typ in undecoded and not decoder.renumbers:
+                check(data, pos)
+                if log_pos and typ not in heartbeats:
+                    self._pos = log_pos
+                yield data, pos, None
+                continue
             event = decode(data, pos)
-            typ = event.type
+            typ = event.type  # a pre-GA FORMAT_DESCRIPTION renumbers types
             if typ == rotate:
                 self._file = event.next_file  # type: ignore[attr-defined]
                 self._pos = event.position  # type: ignore[attr-defined]
@@ -520,7 +538,18 @@ class ReplicaConnection:
                 # Artificial events with a log_pos count too: MariaDB's fake GTID_LIST after skipped
                 # transactions (GTID dump) carries the position where the stream goes on.
                 self._pos = log_pos
-            yield event
+            yield data, pos, event
+
+    def wait_readable(self, other: int, timeout: float | None) -> bool:
+        """Wait until the stream has bytes to read (True) or the file descriptor ``other`` is
+        readable (False, also on timeout)."""
+        sock = self._sock
+        if sock is None:
+            return True  # the next read reports the closed connection
+        if isinstance(sock, _ssl.SSLSocket) and sock.pending():
+            return True
+        readable, _, _ = select.select([sock, other], [], [], timeout)
+        return sock in readable
 
     def _stream_end(self, head: int, body: bytes) -> None:
         if head == 0xFF:

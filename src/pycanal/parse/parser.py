@@ -66,8 +66,10 @@ from pycanal.parse.buffer import TransactionBuffer, TransactionPosition
 from pycanal.parse.eventfilter import EventFilters, FieldFilter
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.index import LogPositionManager, MemoryLogPositionManager
+from pycanal.parse.logevent import LogEventConvert
 from pycanal.parse.position import BINLOG_START_OFFSET, EntryPosition, LogIdentity, LogPosition
 from pycanal.parse.rawentry import RawEntryConverter
+from pycanal.parse.worker import UNDECODED, ConvertWorker
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.store.event import Event
 
@@ -81,7 +83,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Address = tuple[str, int]
-_DML = frozenset({pb.INSERT, pb.UPDATE, pb.DELETE})
 
 
 class StartPositionError(Exception):
@@ -170,6 +171,8 @@ class MysqlEventParser:
         auto_reset_latest_pos_mode: after the threshold, jump to the end of the binlog (data loss).
         reconnect_interval, max_reconnect_interval: backoff between runs (doubles per failure).
         timezone: TIMESTAMP rendering of the converter.
+        parallel: decode and convert in a second process (:mod:`pycanal.parse.worker`)
+            [canal.instance.parser.parallel].
     """
 
     def __init__(
@@ -210,6 +213,7 @@ class MysqlEventParser:
         timezone: str = "UTC",
         event_filters: EventFilters | None = None,
         field_filter: FieldFilter | None = None,
+        parallel: bool = False,
     ) -> None:
         if sink is None:
             raise ValueError("MysqlEventParser needs a sink")
@@ -265,7 +269,10 @@ class MysqlEventParser:
         self.timezone = timezone
         self.event_filters = event_filters or EventFilters()
         self.field_filter = field_filter if field_filter else None
-        self.skipped_table_errors = 0  # rows events dropped under filter.table.error
+        self.parallel = parallel
+        self._skipped_done = 0  # rows events dropped under filter.table.error by finished runs
+        self._convert: LogEventConvert | None = None
+        self._worker: ConvertWorker | None = None
         # For the metrics: binlog bytes received, transactions sunk, the binlog time (s) of the
         # last event, and whether the source said it has nothing more (a heartbeat came last).
         self.received_bytes = 0
@@ -276,6 +283,7 @@ class MysqlEventParser:
         self.running_address: Address = self.master_address
         self.dump_error_count = 0
         self.need_transaction_position = False
+        self._schema_position: tuple[str, int] | None = None  # see _run_once
         self.last_error: BaseException | None = None
         self.last_start_position: EntryPosition | None = None
         self.last_persisted: LogPosition | None = None
@@ -288,6 +296,12 @@ class MysqlEventParser:
         self._conn: ReplicaConnection | None = None
 
     # ------------------------------------------------------------------ lifecycle
+    @property
+    def skipped_table_errors(self) -> int:
+        """Rows events dropped under ``filter.table.error`` (no TABLE_MAP) so far."""
+        running = self._worker or self._convert
+        return self._skipped_done + (running.skipped_table_errors if running is not None else 0)
+
     @property
     def is_running(self) -> bool:
         return self._running
@@ -468,6 +482,7 @@ class MysqlEventParser:
                 raise StartPositionError(f"the transaction begin {begin} is after the start position {start}")
             if begin != start.position:
                 log.warning("%s: moved the start from %s to %d", self.destination, start, begin)
+                self._schema_position = (start.journal_name or "", start.position or BINLOG_START_OFFSET)
                 start = start.copy(position=begin)
             self.need_transaction_position = False
         return start
@@ -634,8 +649,12 @@ class MysqlEventParser:
         history = self.schema_history
         history_started = False
         if history is not None and start.journal_name and not use_gtid:
-            history.start((start.journal_name, start.position or BINLOG_START_OFFSET))
+            # A rewind to the transaction's begin keeps the schema of the position it rewound
+            # from: no DDL lies inside a transaction, and the history may start there.
+            at = self._schema_position or (start.journal_name, start.position or BINLOG_START_OFFSET)
+            history.start(at)
             history_started = True
+        self._schema_position = None
         decoder = EventDecoder(
             f"{address[0]}:{address[1]}",
             table_meta=history.table_meta if history is not None else None,
@@ -670,108 +689,138 @@ class MysqlEventParser:
         log.info("%s: dumping %s:%d from %s", self.destination, address[0], address[1], start)
         # Entries are written as bytes with what the buffer, the sink and the store read beside
         # them: nothing is parsed back or serialized again on the way to the store.
-        converter = RawEntryConverter(timezone=self.timezone, gtid_set=gtid_set)
+        convert = LogEventConvert(
+            RawEntryConverter(timezone=self.timezone, gtid_set=gtid_set),
+            self.filter,
+            self.event_filters,
+            self.field_filter,
+            lambda message: log.warning("%s: %s", self.destination, message),
+        )
+        self._convert = convert
         buffer = TransactionBuffer(
             self.transaction_size, self._flush, lambda tp: self._persist(address, tp), deferred=True
         )
-        accepts = self.filter.accepts
-        filters, fields = self.event_filters, self.field_filter
-        verdicts: dict[tuple[str, str], bool] = {}  # the table filter's answer per table
-        annotations_pass = not fields and not filters.drops_queries  # nothing reads their Header
-
-        def keep_rows(e: ev.RowsEvent) -> bool:
-            tm = e.table_map
-            if tm is None:
-                if not filters.table_error:
-                    raise TableIdNotFoundError(e.table_id, e.file, e.pos)
-                self.skipped_table_errors += 1
-                log.warning(
-                    "%s: rows event at %s:%d has no TABLE_MAP (table id %d): dropped (filter.table.error)",
-                    self.destination,
-                    e.file,
-                    e.pos,
-                    e.table_id,
-                )
-                return False
-            name = (tm.schema, tm.table)
-            accepted = verdicts.get(name)
-            if accepted is None:
-                accepted = verdicts[name] = accepts(*name)
-            return accepted and not filters.drops_rows(e.kind)
-
-        streamed = False
         try:
-            for event in conn.events(on_wait=buffer.commit):
+            if self.parallel:
+                return self._stream_parallel(conn, decoder, convert, buffer, history, history_started)
+            return self._stream(conn, convert, buffer, history, history_started)
+        finally:
+            buffer.reset()
+            self._convert = None
+            self._skipped_done += convert.skipped_table_errors
+
+    def _schema_event(self, event: ev.Event, history: Any, started: bool) -> bool:
+        """The schema history's part of an event (ROTATE starts it, DDL moves it); whether it is
+        started."""
+        if isinstance(event, ev.RotateEvent):
+            if not started:
+                history.start((event.next_file, event.position))
+            return True
+        if (
+            started
+            and type(event) is ev.QueryEvent
+            and event.query.strip().upper() not in ("BEGIN", "COMMIT", "ROLLBACK")  # type: ignore[attr-defined]
+        ):
+            history.at((event.file, event.pos))
+            history.apply_event(event)
+        return started
+
+    def _stream(
+        self,
+        conn: ReplicaConnection,
+        convert: LogEventConvert,
+        buffer: TransactionBuffer,
+        history: Any,
+        history_started: bool,
+    ) -> bool:
+        """Read, convert and buffer in this thread."""
+        streamed = False
+        records = convert.records
+        schema_types = (ev.RotateEvent, ev.QueryEvent)
+        for event in conn.events(on_wait=buffer.commit):
+            if not self._running:
+                break
+            streamed = True
+            self.received_bytes += event.size
+            if isinstance(event, ev.HeartbeatEvent):
+                self.caught_up = True  # the source sends heartbeats only when it has nothing
+            elif event.timestamp:
+                self.caught_up = False
+                self.last_event_time = event.timestamp
+            if history is not None and type(event) in schema_types:
+                history_started = self._schema_event(event, history, history_started)
+            buffer.add_all(records(event))
+        if self._running:
+            buffer.commit()  # the stream ended (EOF): what was flushed goes to the store
+        return streamed
+
+    def _stream_parallel(
+        self,
+        conn: ReplicaConnection,
+        decoder: EventDecoder,
+        convert: LogEventConvert,
+        buffer: TransactionBuffer,
+        history: Any,
+        history_started: bool,
+    ) -> bool:
+        """Read here, decode and convert in the second process (:mod:`pycanal.parse.worker`)."""
+        worker = ConvertWorker(
+            convert,
+            decoder,
+            with_meta=history is not None,
+            warn=lambda message: log.warning("%s: %s", self.destination, message),
+        )
+        self._worker = worker
+        try:
+            if history is not None:
+                decoder.table_meta = lambda tm: worker.meta(history.table_meta(tm))
+            feed, take = worker.feed, worker.take
+            heartbeats = (E.HEARTBEAT, E.HEARTBEAT_V2)
+            schema_types = (ev.RotateEvent, ev.QueryEvent)
+
+            def on_wait() -> None:
+                # Nothing more to read for now: what the worker answers goes to the store; wait
+                # for the worker's answers as long as the socket stays quiet.
+                worker.flush()
+                decoder.tables.clear()  # the reading side never decodes the rows that use them
+                while True:
+                    buffer.add_all(take())
+                    buffer.commit()
+                    if not worker.busy or not self._running:
+                        return
+                    if conn.wait_readable(worker.fileno(), 1.0):
+                        return
+                    worker.flush()
+
+            streamed = False
+            for data, pos, event in conn.frames(on_wait=on_wait, undecoded=UNDECODED):
                 if not self._running:
                     break
                 streamed = True
-                self.received_bytes += event.size
-                if isinstance(event, ev.HeartbeatEvent):
-                    self.caught_up = True  # the source sends heartbeats only when it has nothing
-                elif event.timestamp:
-                    self.caught_up = False
-                    self.last_event_time = event.timestamp
-                t = type(event)
-                if t is ev.TableMapEvent:
-                    continue
-                if t is ev.RowsEvent:
-                    if not keep_rows(event):  # type: ignore[arg-type]
-                        continue
-                elif t is ev.RowsQueryEvent and annotations_pass and event.type == E.MARIADB_ANNOTATE_ROWS:
-                    buffer.add_all(converter.records(event))  # MariaDB's SQL behind rows: no filter
-                    continue
-                elif isinstance(event, ev.RotateEvent):
-                    if history is not None and not history_started:
-                        history.start((event.next_file, event.position))
-                        history_started = True
-                    continue
-                elif isinstance(event, ev.FormatDescriptionEvent):
-                    continue
-                elif isinstance(event, ev.TransactionPayloadEvent):
-                    event.events = [
-                        e for e in event.events if not isinstance(e, ev.RowsEvent) or keep_rows(e)
-                    ]
-                elif (
-                    history is not None
-                    and history_started
-                    and type(event) is ev.QueryEvent
-                    and event.query.strip().upper() not in ("BEGIN", "COMMIT", "ROLLBACK")
-                ):
-                    history.at((event.file, event.pos))
-                    history.apply_event(event)
-                rows_event = t is ev.RowsEvent or t is ev.TransactionPayloadEvent
-                for record in converter.records(event, gtidlog=False):
-                    if record.entry_type == pb.ROWDATA and (fields or not rows_event):
-                        record = self._filtered(record, event, rows_event)
-                        if record is None:
-                            continue
-                    buffer.add(record)
+                self.received_bytes += len(data)
+                if data[4] in heartbeats:
+                    self.caught_up = True
+                else:
+                    ts = int.from_bytes(data[:4], "little")
+                    if ts:
+                        self.caught_up = False
+                        self.last_event_time = ts
+                if event is not None and history is not None and type(event) in schema_types:
+                    history_started = self._schema_event(event, history, history_started)
+                if feed(data, pos, event):
+                    buffer.add_all(take())
             if self._running:
-                buffer.commit()  # the stream ended (EOF): what was flushed goes to the store
+                worker.flush()
+                while worker.busy:
+                    worker.wait()
+                buffer.add_all(take())
+                buffer.add_all(take())  # raises the worker's error, if any
+                buffer.commit()
+            return streamed
         finally:
-            buffer.reset()
-        return streamed
-
-    def _filtered(self, record: Event, event: ev.Event, rows_event: bool) -> Event | None:
-        """A ROWDATA record through the filters that read its Header: the table filter and the
-        query filters for entries from QUERY events, the field filter; None when dropped."""
-        filters, fields = self.event_filters, self.field_filter
-        entry = pb.Entry.FromString(record.raw)  # type: ignore[arg-type]
-        header = entry.header
-        if not rows_event:
-            # A QUERY entry: DDL is filtered by its table (rows events were filtered before).
-            if header.eventType not in _DML and header.tableName:
-                if not self.filter.accepts(header.schemaName, header.tableName):
-                    return None
-            if filters.drops_queries:
-                if isinstance(event, ev.RowsQueryEvent):  # the SQL behind rows: DML
-                    if filters.query_dml:
-                        return None
-                elif filters.drops_query(header.eventType):
-                    return None
-        if fields and fields.applies(header.schemaName, header.tableName):
-            return Event.from_entry(fields.filter_entry(entry))
-        return record
+            self._worker = None
+            self._skipped_done += worker.skipped_table_errors
+            worker.close()
 
     # ------------------------------------------------------------------ detecting
     def _detect_once(self, address: Address) -> bool:

@@ -83,7 +83,7 @@ class CanalMetricsCollector:
                     "parser mode",
                     GaugeMetricFamily,
                     ["destination", "parallel"],
-                ).add_metric([dest, "false"], 1)
+                ).add_metric([dest, "true" if parser.parallel else "false"], 1)
                 fam("canal_instance_received_binlog_bytes", "binlog bytes received").add_metric(
                     [dest], parser.received_bytes
                 )
