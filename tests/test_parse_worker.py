@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import fixture_expectations as X
 import pytest
-from test_rawentry import ALL_FILES
 
+import fixture_expectations as X
 from pycanal.binlog import events as ev
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.errors import BinlogError
@@ -23,6 +22,7 @@ from pycanal.parse.logevent import LogEventConvert
 from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.parse.worker import UNDECODED, ConvertWorker
 from pycanal.store.event import Event
+from test_rawentry import ALL_FILES
 
 
 def _fields(r: Event) -> tuple:
@@ -129,7 +129,9 @@ def test_worker_records_equal_inline(fixtures_dir: Path, name: str) -> None:
             assert f"offset {X.BAD_FILES[name]}" in expected_error
         else:  # a cut-off event: the stream ends before it
             frames = _frames(path)
-            assert frames[-1][0] + len(frames[-1][1]) == X.BAD_FILES[name] if frames else X.BAD_FILES[name] == 4
+            assert (
+                frames[-1][0] + len(frames[-1][1]) == X.BAD_FILES[name] if frames else X.BAD_FILES[name] == 4
+            )
 
 
 @pytest.mark.parametrize(

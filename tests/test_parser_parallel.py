@@ -149,16 +149,16 @@ def test_parallel_records_equal_the_inline_ones(db: PrivateMariaDB, tmp_path: Pa
     assert sinks["inline"].ends() >= 303
     assert len(parallel) == len(inline)
     for i, (want, got) in enumerate(zip(inline, parallel, strict=True)):
-        assert got == want, f"record {i} differs: {pb.Entry.FromString(got[0])} vs {pb.Entry.FromString(want[0])}"
+        assert got == want, (
+            f"record {i} differs: {pb.Entry.FromString(got[0])} vs {pb.Entry.FromString(want[0])}"
+        )
     kinds = {pb.Entry.FromString(r[0]).header.eventType for r in parallel}
     assert {pb.INSERT, pb.UPDATE, pb.DELETE, pb.ALTER, pb.QUERY} <= kinds
     tables = {pb.Entry.FromString(r[0]).header.tableName for r in parallel}
     assert "skipped" not in tables
     # The schema history completed every TABLE_MAP: the columns after the DDL have names.
     last = [pb.Entry.FromString(r[0]) for r in parallel if r[7] == pb.ROWDATA and r[8] == pb.INSERT]
-    change = pb.RowChange.FromString(
-        [e for e in last if e.header.tableName == "a"][-1].storeValue
-    )
+    change = pb.RowChange.FromString([e for e in last if e.header.tableName == "a"][-1].storeValue)
     assert [c.name for c in change.rowDatas[0].afterColumns] == ["id", "extra", "n"]
     assert parsers["parallel"].last_persisted.postion == parsers["inline"].last_persisted.postion
 
@@ -192,7 +192,9 @@ def test_parallel_start_inside_a_transaction_rewinds(db: PrivateMariaDB, tmp_pat
     assert sum(r[10] for r in rows) == 2
 
 
-def test_parallel_worker_killed_mid_stream_loses_and_repeats_nothing(db: PrivateMariaDB, tmp_path: Path) -> None:
+def test_parallel_worker_killed_mid_stream_loses_and_repeats_nothing(
+    db: PrivateMariaDB, tmp_path: Path
+) -> None:
     db.execute("CREATE DATABASE IF NOT EXISTS pp_k")
     db.execute("CREATE TABLE pp_k.t (id INT PRIMARY KEY, v VARCHAR(40))")
     file, pos = db.current_binlog()

@@ -232,7 +232,13 @@ _k("canal.instance.binlog.image", "FULL,MINIMAL,NOBLOB", _list, I, "accepted bin
 _k("canal.instance.get.ddl.isolation", "false", _bool, I, "a DDL comes alone in its batch")
 _k("canal.instance.parser.parallel", "true", _bool, I, "decode and convert in a second process")
 _k("canal.instance.parser.parallelThreadSize", "", _opt_int, I, "checked, not used: one conversion process")
-_k("canal.instance.parser.parallelBufferSize", "256", _power_of_two, I, "checked, not used: chunks of 512 events")
+_k(
+    "canal.instance.parser.parallelBufferSize",
+    "256",
+    _power_of_two,
+    I,
+    "checked, not used: chunks of 512 events",
+)
 _k("canal.instance.tsdb.enable", "true", _bool, I, "table-meta history (TSDB)")
 _k(
     "canal.instance.tsdb.dir",
