@@ -1,5 +1,6 @@
 """Issue 6's end-to-end test: a random shop workload with DDL streams from the private MariaDB
-through a pycanal server into the lake (``python -m pycanal.spark.job``, its own driver process);
+through a pycanal server into the lake (``python -m pycanal.spark.job``, its own driver process,
+restarted as ``pycanal pipeline``);
 the driver is SIGKILLed mid-stream (its whole process group: Python, JVM, workers) and started
 again from its checkpoint. At the end every table equals its source value by value, and the
 change log holds every row change of the binlog exactly once."""
@@ -41,10 +42,12 @@ def db() -> Iterator[PrivateMariaDB]:
         yield server
 
 
-def start_job(lake: Path, port: int, log: Path) -> subprocess.Popen:
+def start_job(lake: Path, port: int, log: Path, cli: bool = False) -> subprocess.Popen:
+    """The job as ``python -m pycanal.spark.job``, or (``cli``) as ``pycanal pipeline``."""
+    command = ["pycanal.cli", "pipeline", "--progress", "1"] if cli else ["pycanal.spark.job"]
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "pycanal.spark.job", "--address", f"127.0.0.1:{port}"]
+            [sys.executable, "-m", *command, "--address", f"127.0.0.1:{port}"]
             + [
                 "--destination",
                 "shop",
@@ -127,7 +130,7 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, tmp_path: Path) -> None
         job.wait()
         killed_at = commits(lake)
         time.sleep(2)  # the workload goes on while no driver runs
-        job = start_job(lake, tcp.port, log)
+        job = start_job(lake, tcp.port, log, cli=True)
         writer.join()
         assert work.error is None, work.error
         expected = binlog_positions(db, start)
@@ -148,6 +151,10 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, tmp_path: Path) -> None
                 check = compare_table(conn, lake, "shop", table, key)
                 assert check.equal, f"{table}: {check.first_difference}"
                 assert check.source_rows > 0
+        assert "applied up to batch" in log.read_text()  # pycanal pipeline's progress lines
+        lag = subprocess.run([sys.executable, "-m", "pycanal.cli", "lag", "--lake", str(lake)],
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        assert {line.split("\t")[0] for line in lag.stdout.splitlines()} == {f"shop.{t}" for t in TABLES}
     finally:
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGTERM)

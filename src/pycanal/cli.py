@@ -292,6 +292,70 @@ def tail(
         conn.disconnect()
 
 
+@app.command("pipeline")
+def pipeline(
+    lake: Annotated[Path, typer.Option("--lake", help="The lake: change log, Delta tables, checkpoint.")],
+    address: Annotated[str, typer.Option("--address", help="The pycanal or Canal server, HOST:PORT.")] = "",
+    zk_servers: Annotated[str, typer.Option("--zk-servers", help="ZooKeeper (cluster discovery).")] = "",
+    destination: Annotated[str, typer.Option("--destination", help="The destination.")] = "example",
+    client_id: Annotated[int, typer.Option("--client-id", help="The client id.")] = 1001,
+    filter_regex: Annotated[str, typer.Option("--filter", help="Canal filter regex on schema.table.")] = "",
+    master: Annotated[
+        str, typer.Option("--master", help="Spark master URL; '' under spark-submit (its --master).")
+    ] = "local[*]",
+    trigger: Annotated[str, typer.Option("--trigger", help="Micro-batch trigger interval.")] = "1 second",
+    apply_threads: Annotated[int, typer.Option("--apply-threads", help="Tables MERGEd at once.")] = 4,
+    progress: Annotated[
+        float, typer.Option("--progress", help="Seconds between progress lines (0: none).")
+    ] = 10.0,
+) -> None:
+    """Stream a destination into a lake (change log + current-state Delta tables) exactly once,
+    until SIGTERM or Ctrl-C: ``python -m pycanal.spark.job`` as a command."""
+    from .spark.job import run
+
+    if not address and not zk_servers:
+        typer.echo("pycanal: error: give --address or --zk-servers", err=True)
+        raise typer.Exit(2)
+    code = run(
+        lake,
+        master=master or None,
+        progress_seconds=progress,
+        address=address or None,
+        zk_servers=zk_servers or None,
+        destination=destination,
+        client_id=client_id,
+        filter=filter_regex,
+        trigger=trigger,
+        apply_threads=apply_threads,
+    )
+    raise typer.Exit(code)
+
+
+@app.command("lag")
+def lag(
+    lake: Annotated[Path, typer.Option("--lake", help="The lake of a pipeline.")],
+    batches: Annotated[int, typer.Option("--batches", help="Applied batches read back.")] = 1000,
+) -> None:
+    """Per table: the source's commit time of the last change applied to its current-state table,
+    and how long ago that was (from the last ``--batches`` applied micro-batches)."""
+    import json
+    import time
+
+    from .spark.apply import applied_batch_ids
+
+    ids = applied_batch_ids(lake)[-batches:]
+    last: dict[str, float] = {}
+    for batch_id in ids:
+        record = json.loads((lake / "_pycanal" / "applied" / f"{batch_id:020d}.json").read_text())
+        last.update(record.get("tables", {}))
+    now = time.time()
+    for name, at in sorted(last.items(), key=lambda kv: kv[1]):
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
+        typer.echo(f"{name}\t{stamp}Z\t{now - at:.1f} s")
+    if not last:
+        typer.echo(f"no applied micro-batch with changes under {lake}", err=True)
+
+
 def main() -> None:
     app()
 

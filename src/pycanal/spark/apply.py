@@ -44,10 +44,11 @@ from pycanal.parse.meta import SchemaModel
 
 from .changelog import ChangeLog, batch_ids, write_atomic
 from .current import APP_ID, ApplyError, BatchRows, CurrentState
+from .maintenance import Maintenance
 from .rows import ARROW_SCHEMA
 from .schema import model_at, model_from_ddl
 
-__all__ = ["ApplyError", "ChangeApplier", "applied_batch_ids", "apply_changes"]
+__all__ = ["ApplyError", "ChangeApplier", "applied_batch_ids", "apply_changes", "last_applied"]
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,9 @@ class ChangeApplier:
 
     ``zero_dates``: what a zero date (``0000-00-00``, ``2024-00-10``) becomes in the current-state
     tables, which have no such value: ``"error"`` (default: stop with a clear error) or ``"null"``.
+    ``apply_threads``: MERGEs into different tables run at once (delta-rs releases the GIL).
+    ``maintenance``: compaction, checkpoints and vacuum of the current-state tables
+    (``pycanal.spark.maintenance``; on by default).
     """
 
     def __init__(
@@ -113,6 +117,8 @@ class ChangeApplier:
         zero_dates: str = "error",
         app_id: str = APP_ID,
         background: bool = False,
+        apply_threads: int = 4,
+        maintenance: Maintenance | None = None,
     ) -> None:
         if sum(x is not None for x in (schema, schema_ddl, schema_history)) > 1:
             raise ValueError("give at most one of schema, schema_ddl and schema_history")
@@ -122,6 +128,9 @@ class ChangeApplier:
         self.schema, self.schema_ddl, self.schema_history = schema, schema_ddl, schema_history
         self.zero_dates = zero_dates
         self.app_id = app_id
+        self.apply_threads = apply_threads
+        self.maintenance = maintenance if maintenance is not None else Maintenance()
+        self._tables: dict[str, Any] = {}  # open current-state tables, kept between batches
         self._models: dict[int, SchemaModel] = {}
         self._state = self.root / "_pycanal"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-apply") if background else None
@@ -195,6 +204,9 @@ class ChangeApplier:
                 on_step=lambda step: self._journal(batch_id, step),
                 zero_dates=self.zero_dates,
                 app_id=self.app_id,
+                threads=self.apply_threads,
+                tables=self._tables,
+                maintenance=self.maintenance,
             )
             state.apply(rows)
             warnings = state.warnings
@@ -204,7 +216,7 @@ class ChangeApplier:
                 schema_batch = batch_id
         for w in warnings:
             log.warning("micro-batch %d: %s", batch_id, w)
-        record = {"batch_id": batch_id, "schema_batch": schema_batch, "warnings": warnings}
+        record = {"batch_id": batch_id, "schema_batch": schema_batch, "warnings": warnings, **_times(table)}
         write_atomic(self._applied_file(batch_id), json.dumps(record, indent=1).encode())
         self._schema_batch = schema_batch
 
@@ -241,6 +253,33 @@ class ChangeApplier:
 
     def _journal(self, batch_id: int, step: int) -> None:
         write_atomic(self._state / "progress.json", json.dumps({"batch_id": batch_id, "step": step}).encode())
+
+
+def _times(table: pa.Table) -> dict[str, Any]:
+    """The source's commit time (epoch s) of the batch's last change, and of the last change of
+    each table it touched: how far behind the source the current state is, per table."""
+    if not table.num_rows:
+        return {}
+    ts = pc.cast(table.column("ts"), pa.int64())
+    per = pa.table({"d": table.column("database"), "t": table.column("table"), "ts": ts})
+    per = per.filter(pc.is_valid(per["t"])).group_by(["d", "t"], use_threads=False).aggregate([("ts", "max")])
+    top = pc.max(ts).as_py()
+    return {
+        "source_time": top / 1e6 if top is not None else None,
+        "tables": {
+            f"{d}.{t}": v / 1e6
+            for d, t, v in zip(*(per[c].to_pylist() for c in ("d", "t", "ts_max")), strict=True)
+        },
+    }
+
+
+def last_applied(target_dir: str | Path) -> dict[str, Any] | None:
+    """The record of the last micro-batch applied to the current state (``source_time``: the
+    source's commit time of its last change), or None."""
+    ids = applied_batch_ids(target_dir)
+    if not ids:
+        return None
+    return json.loads((Path(target_dir) / "_pycanal" / "applied" / f"{ids[-1]:020d}.json").read_text())
 
 
 def applied_batch_ids(target_dir: str | Path) -> list[int]:

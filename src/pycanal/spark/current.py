@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -49,6 +50,7 @@ from pycanal.parse.ddl import (
 )
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 
+from .maintenance import Maintenance
 from .types import (
     ArrowValues,
     ColumnTypeError,
@@ -227,6 +229,9 @@ class CurrentState:
 
     ``model`` is the schema model in force before the batch; it is updated in place by the
     batch's DDL. Steps up to ``done_step`` were done by an earlier attempt of this batch.
+    ``threads``: MERGEs of different tables run at once. ``tables``: the open tables by path, kept
+    from batch to batch (a table's log is not read again; any DDL empties it). ``maintenance``:
+    the upkeep after each MERGE.
     """
 
     def __init__(
@@ -239,8 +244,14 @@ class CurrentState:
         on_step: Callable[[int], None] = lambda step: None,
         zero_dates: str = "error",
         app_id: str = APP_ID,
+        threads: int = 1,
+        tables: dict[str, DeltaTable] | None = None,
+        maintenance: Maintenance | None = None,
     ) -> None:
         self.root = Path(target_dir)
+        self.threads = threads
+        self.tables = tables if tables is not None else {}
+        self.maintenance = maintenance
         self.batch_id = batch_id
         self.model = model
         self.done_step = done_step
@@ -284,12 +295,26 @@ class CurrentState:
         self._flush(rows, start, len(rows.op))
 
     def _flush(self, rows: BatchRows, start: int, stop: int) -> None:
-        """MERGE the data rows since the last DDL statement, a step per table."""
+        """MERGE the data rows since the last DDL statement, a step per table. The tables are
+        disjoint, so their MERGEs run on ``threads`` threads (delta-rs works without the GIL); the
+        journal notes the last step once all are done (a replay redoes the group, and the Delta
+        transaction id of each MERGE skips those that were committed)."""
+        todo = []
         for database, table, idx in rows.tables(start, stop) if stop > start else []:
             step = self._next()
             if step is not None:
-                self._merge(database, table, idx, rows, step)
-                self.on_step(step)
+                todo.append((database, table, idx, rows, step))
+        if not todo:
+            return
+        if self.threads <= 1 or len(todo) == 1:
+            for args in todo:
+                self._merge(*args)
+        else:
+            with ThreadPoolExecutor(min(self.threads, len(todo)), thread_name_prefix="pycanal-merge") as pool:
+                futures = [pool.submit(self._merge, *args) for args in todo]
+            for future in futures:  # the first failure in step order
+                future.result()
+        self.on_step(todo[-1][-1])
 
     # ------------------------------------------------------------------ merge
     def _table(self, database: str, table: str, where: str) -> Table:
@@ -337,13 +362,21 @@ class CurrentState:
         if self._committed(dt, step):
             return
         predicate = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
-        (
-            dt.merge(source, predicate, source_alias="s", target_alias="t", commit_properties=self._txn(step))
-            .when_matched_delete(f"s.{_OP} = 'D'")
-            .when_matched_update_all(f"s.{_OP} = 'U'", except_cols=[_OP])
-            .when_not_matched_insert_all(f"s.{_OP} = 'U'", except_cols=[_OP])
-            .execute()
-        )
+        try:
+            (
+                dt.merge(
+                    source, predicate, source_alias="s", target_alias="t", commit_properties=self._txn(step)
+                )
+                .when_matched_delete(f"s.{_OP} = 'D'")
+                .when_matched_update_all(f"s.{_OP} = 'U'", except_cols=[_OP])
+                .when_not_matched_insert_all(f"s.{_OP} = 'U'", except_cols=[_OP])
+                .execute()
+            )
+        except BaseException:
+            self.tables.pop(str(table_path(self.root, database, table)), None)  # read it again
+            raise
+        if self.maintenance is not None:
+            self.maintenance.after_merge(f"{database}.{table}", dt)
 
     def _read_source(self, t: Table, plan: _Plan, idx: pa.Array, rows: BatchRows) -> pa.Table:
         """The MERGE source from the images as ``read_images`` reads them, which raises where
@@ -458,9 +491,11 @@ class CurrentState:
     def _open(self, database: str, table: str, t: Table) -> DeltaTable:
         path = table_path(self.root, database, table)
         schema = self._plan(t).schema
-        if not DeltaTable.is_deltatable(str(path)):
-            write_deltalake(str(path), schema.empty_table(), mode="error", name=f"{database}.{table}")
-        dt = DeltaTable(str(path))
+        dt = self.tables.get(str(path))
+        if dt is None:
+            if not DeltaTable.is_deltatable(str(path)):
+                write_deltalake(str(path), schema.empty_table(), mode="error", name=f"{database}.{table}")
+            dt = self.tables[str(path)] = DeltaTable(str(path))
         have = [(f.name, str(f.type)) for f in dt.schema().fields]
         if have != _columns(schema):
             raise ApplyError(
@@ -483,6 +518,9 @@ class CurrentState:
                 ) from None
             self.warnings.append(f"DDL at {where} not followed ({exc}): {sql[:200]!r}")
             return
+        self.tables.clear()  # the statement may replace, move or retire tables
+        if self.maintenance is not None:
+            self.maintenance.forget()
         before = self.model.copy()
         try:
             warnings = self.model.apply(stmt, session_db)

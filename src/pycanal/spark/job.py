@@ -1,12 +1,14 @@
 """The streaming job: a pycanal (or Canal) server's changes applied to a lake, exactly once.
 
+    pycanal pipeline --address 127.0.0.1:11111 --destination example --lake /lake/shop [--master URL]
     python -m pycanal.spark.job --address 127.0.0.1:11111 --destination example --lake /lake/shop
 
 is ``spark.readStream.format("canal") -> foreachBatch(ChangeApplier(background=True))`` (the
 current state of a micro-batch is applied while Spark reads the next one) with the checkpoint
 under ``<lake>/_checkpoint``: killed at any moment (SIGKILL included) and started again, it resumes
 from its checkpoint and the server's cursor, and the tables end up as if it never stopped.
-SIGTERM/SIGINT stop the query cleanly.
+SIGTERM/SIGINT stop the query cleanly. ``--master`` (default ``local[*]``) runs it on a Spark
+cluster (``spark://host:7077``); under ``spark-submit``, ``--master ''`` leaves the master to it.
 """
 
 from __future__ import annotations
@@ -16,17 +18,19 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from .apply import ChangeApplier
 
-__all__ = ["Pipeline", "spark_session", "start_pipeline"]
+__all__ = ["Pipeline", "progress_line", "run", "spark_session", "start_pipeline"]
 
 
-def spark_session(local_dir: str | Path, app: str = "pycanal") -> Any:
-    """A local[2] SparkSession with the settings measured on this kind of machine
-    (/work/shared/research/spark.md) and pycanal's sources registered."""
+def spark_session(local_dir: str | Path, app: str = "pycanal", master: str | None = "local[*]") -> Any:
+    """A SparkSession with the settings measured on this kind of machine
+    (/work/shared/research/spark.md) and pycanal's sources registered. ``master``: Spark's master
+    URL (``local[*]``, ``spark://host:7077``, ...); None leaves it to ``spark-submit``."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need this venv (pyarrow, pycanal)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -35,9 +39,9 @@ def spark_session(local_dir: str | Path, app: str = "pycanal") -> Any:
     from . import register
 
     Path(local_dir).mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
+        builder.appName(app)
         .config("spark.driver.memory", "2g")
         .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
         .config("spark.local.dir", str(local_dir))
@@ -79,9 +83,11 @@ def start_pipeline(
     zero_dates: str = "null",
     batch_size: int | None = None,
     batch_bytes: int | None = None,
+    apply_threads: int = 4,
 ) -> Pipeline:
     """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
-    ``batchBytes``, entries and bytes per micro-batch)."""
+    ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
+    MERGEd at once)."""
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
@@ -95,7 +101,7 @@ def start_pipeline(
         reader = reader.option("batchSize", str(batch_size))
     if batch_bytes:
         reader = reader.option("batchBytes", str(batch_bytes))
-    applier = ChangeApplier(lake, zero_dates=zero_dates, background=True)
+    applier = ChangeApplier(lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads)
     query = (
         reader.load()
         .writeStream.foreachBatch(applier)
@@ -104,6 +110,65 @@ def start_pipeline(
         .start()
     )
     return Pipeline(query, applier)
+
+
+def progress_line(pipeline: Pipeline, lake: str | Path) -> str:
+    """One line of progress: micro-batches and rows taken, the last batch applied to the current
+    state and how far behind the source it is."""
+    from .apply import last_applied
+
+    q = pipeline.query
+    rows = sum(p.get("numInputRows", 0) for p in q.recentProgress)
+    last = q.lastProgress or {}
+    applied = last_applied(lake)
+    behind = (
+        f"{time.time() - applied['source_time']:.1f} s behind"
+        if applied and applied.get("source_time")
+        else "-"
+    )
+    return (
+        f"batch {last.get('batchId', '-')}: {last.get('numInputRows', 0)} rows in "
+        f"{last.get('durationMs', {}).get('addBatch', 0)} ms; {rows} rows in the last "
+        f"{len(q.recentProgress)} batches; applied up to batch "
+        f"{applied['batch_id'] if applied else '-'} ({behind})"
+    )
+
+
+def run(
+    lake: str | Path,
+    *,
+    master: str | None = "local[*]",
+    progress_seconds: float = 10.0,
+    out: Any = None,
+    **options: Any,
+) -> int:
+    """Run the job until SIGTERM/SIGINT (``options``: ``start_pipeline``'s); a progress line
+    every ``progress_seconds`` (0: none). The exit code: 0, or 1 when the query failed."""
+    out = out or sys.stdout
+    spark = spark_session(Path(lake) / "_spark-tmp", "pycanal-job", master=master)
+    pipeline = start_pipeline(spark, lake, **options)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"pycanal job: streaming {options.get('destination', 'example')} into {lake} "
+          f"(master {spark.sparkContext.master})", file=out, flush=True)  # fmt: skip
+    next_progress = time.monotonic() + progress_seconds
+    try:
+        while not stop.wait(0.5):
+            if pipeline.query.exception() is not None:
+                print(
+                    f"pycanal job: the query failed: {pipeline.query.exception()}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return 1
+            if progress_seconds and time.monotonic() >= next_progress:
+                next_progress += progress_seconds
+                print(f"pycanal job: {progress_line(pipeline, lake)}", file=out, flush=True)
+        pipeline.stop()
+    finally:
+        spark.stop()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,31 +180,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--filter", default="")
     ap.add_argument("--lake", required=True, help="target directory (change log, Delta tables, checkpoint)")
     ap.add_argument("--trigger", default="1 second")
+    ap.add_argument(
+        "--master", default="local[*]", help="Spark master URL ('' under spark-submit: its --master)"
+    )
+    ap.add_argument("--apply-threads", type=int, default=4, help="current-state tables MERGEd at once")
+    ap.add_argument(
+        "--progress-seconds", type=float, default=10.0, help="a progress line this often (0: none)"
+    )
     args = ap.parse_args(argv)
     if not args.address and not args.zk_servers:
         ap.error("give --address or --zk-servers")
-    spark = spark_session(Path(args.lake) / "_spark-tmp", "pycanal-job")
-    pipeline = start_pipeline(
-        spark,
+    return run(
         args.lake,
+        master=args.master or None,
+        progress_seconds=args.progress_seconds,
         address=args.address,
         zk_servers=args.zk_servers,
         destination=args.destination,
         client_id=args.client_id,
         filter=args.filter,
         trigger=args.trigger,
+        apply_threads=args.apply_threads,
     )
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    print(f"pycanal job: streaming {args.destination} into {args.lake}", flush=True)
-    while not stop.wait(0.5):
-        if pipeline.query.exception() is not None:
-            print(f"pycanal job: the query failed: {pipeline.query.exception()}", file=sys.stderr, flush=True)
-            return 1
-    pipeline.stop()
-    spark.stop()
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,384 @@
+"""Lake benchmark: many tables, small transactions, the lag of the current-state tables.
+
+MariaDB (private) -> ``pycanal server`` (its own process, conf/'s defaults) -> the Spark job
+(``start_pipeline``, this process's driver: change log + current-state Delta tables). For each
+table count of ``--tables`` (200, 20, 2 by default), a fresh schema of that many tables
+``lakeN (id INT PRIMARY KEY, v INT, s VARCHAR(64))`` with ``--rows`` rows each goes through the
+pipeline first (checked: every table equals its source). Then:
+
+1. rates: sysbench (``bench/lake.lua``: autocommit 1-row transactions, 60% INSERT, 30% UPDATE,
+   10% DELETE, spread at random over the tables; ``--rate`` paces it) writes at each of
+   ``--rates`` for ``--seconds``. Meanwhile a marker row is updated every 100 ms with its commit
+   time and the marker's current-state table is polled every 50 ms: the lag of a marker is the
+   time from its commit to the first poll that sees it (p50/p99/max). A rate is sustained when
+   the writer reached it and the lag p99 is under 5 s. After each rate the lake is compared with
+   the source (row count and sum of ``v`` of every table).
+2. backlog: the source's runner process is paused (SIGSTOP) while sysbench writes at
+   ``--backlog-rate`` for ``--backlog-seconds``; it resumes, and the catch-up time runs until the
+   last marker is visible and every table equals its source. python-mysql-replication decodes
+   the backlog's binlog file in the same run: the peer's rows/s.
+
+``--minutes M`` (soak) writes at ``--soak-rate`` for M minutes on the first table count and
+prints per minute: the apply time per micro-batch (Spark's addBatch, median/max), the files of
+the current-state tables and of the change log, and the time of a full-table query.
+
+One JSON object goes to stdout, progress to stderr.
+
+    .venv/bin/python bench/lake.py [--tables 200,20,2] [--rates 500,1000,2000,5000] [--seconds 20]
+        [--backlog-rate 1500] [--backlog-seconds 30] [--rows 1000] [--minutes 0] [--skip-pmr]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import contextlib
+import json
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import e2e as e2e_bench  # noqa: E402
+import oltp as oltp_bench  # noqa: E402
+import pipeline as pipeline_bench  # noqa: E402
+from pycanal.spark.current import table_path  # noqa: E402
+from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
+from pycanal.testing._process import free_port  # noqa: E402
+from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
+
+_T0 = time.monotonic()
+LUA = Path(__file__).resolve().parent / "lake.lua"
+
+
+def log(msg: str) -> None:
+    print(f"[lake-bench {time.monotonic() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 3) if ordered else float("nan")
+
+
+class Marker:
+    """A row updated every ``period`` s with its commit time (ms); a poller reads its
+    current-state table and notes when each value is first seen."""
+
+    def __init__(self, db: PrivateMariaDB, schema: str, lake: Path, period: float = 0.1) -> None:
+        self.db, self.schema, self.period = db, schema, period
+        self.path = str(table_path(lake, schema, "marker"))
+        self.committed: list[int] = []  # commit times, ms
+        self.seen: dict[int, float] = {}  # value -> first seen, epoch s
+        self.writing = threading.Event()
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._write, daemon=True),
+            threading.Thread(target=self._poll, daemon=True),
+        ]
+        for t in self.threads:
+            t.start()
+
+    def _write(self) -> None:
+        with self.db.root_connection(self.schema) as conn, conn.cursor() as cur:
+            while not self.stop.is_set():
+                if self.writing.is_set():
+                    ts = int(time.time() * 1000)
+                    cur.execute("UPDATE marker SET ts = %s WHERE id = 1", (ts,))
+                    conn.commit()
+                    self.committed.append(ts)
+                time.sleep(self.period)
+
+    def _poll(self) -> None:
+        from deltalake import DeltaTable
+
+        dt = None
+        while not self.stop.is_set():
+            try:
+                if dt is None:
+                    dt = DeltaTable(self.path)
+                else:
+                    dt.update_incremental()
+                value = dt.to_pyarrow_table(columns=["ts"]).column("ts").to_pylist()
+                now = time.time()
+                for v in value:
+                    if v is not None and v not in self.seen:
+                        self.seen[v] = now
+            except Exception:  # noqa: BLE001 - not created yet, or a commit in progress
+                dt = None
+            time.sleep(0.05)
+
+    def last_visible(self, timeout: float) -> float:
+        """Wait until the last committed value is seen; its first-seen time."""
+        deadline = time.monotonic() + timeout
+        last = self.committed[-1]
+        while last not in self.seen:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"marker {last} not visible after {timeout} s")
+            time.sleep(0.02)
+        return self.seen[last]
+
+    def lags(self, since_ms: int, until_ms: int) -> list[float]:
+        """Seconds from commit to visible of the markers committed in [since, until]: a marker is
+        visible once it or a later one is (one batch applies the last of several); a marker
+        never visible counts up to now."""
+        now = time.time()
+        seen = sorted(self.seen.items())  # by value (commit time)
+        earliest, first = [], now  # the earliest sighting of a value >= each value
+        for _value, at in reversed(seen):
+            first = min(first, at)
+            earliest.append(first)
+        earliest.reverse()
+        values = [v for v, _ in seen]
+        out = []
+        for ts in self.committed:
+            if since_ms <= ts <= until_ms:
+                k = bisect.bisect_left(values, ts)
+                out.append((earliest[k] if k < len(values) else now) - ts / 1000)
+        return out
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+
+
+def lua(
+    db: PrivateMariaDB, schema: str, tables: int, rows: int, rate: int, seconds: float, base: int
+) -> dict[str, Any]:
+    cmd = ["sysbench", str(LUA), "--db-driver=mysql", f"--mysql-socket={db.socket}", "--mysql-user=root",
+           f"--mysql-db={schema}", f"--tables={tables}", f"--rows={rows}", f"--base={base}", "--threads=4",
+           f"--rate={rate}", f"--time={int(seconds)}", "--events=0", "run"]  # fmt: skip
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"sysbench failed: {out.stdout[-1500:]}{out.stderr[-1500:]}")
+    m = re.search(r"transactions:\s+(\d+)\s+\(([\d.]+) per sec", out.stdout)
+    return {"transactions": int(m.group(1)), "txn_per_s": round(float(m.group(2))), "wall_s": round(wall, 2)}
+
+
+def equal(db: PrivateMariaDB, schema: str, lake: Path, tables: int) -> list[str]:
+    """The tables whose (rows, sum of v) differ between the lake and the source."""
+    from deltalake import DeltaTable
+
+    bad = []
+    for i in range(1, tables + 1):
+        ((count, vsum),) = db.query(f"SELECT COUNT(*), COALESCE(SUM(v), 0) FROM `{schema}`.`lake{i}`")
+        try:
+            data = DeltaTable(str(table_path(lake, schema, f"lake{i}"))).to_pyarrow_table(columns=["v"])
+            got = (data.num_rows, sum(v for v in data.column("v").to_pylist() if v is not None))
+        except Exception as exc:  # noqa: BLE001 - not there yet
+            got = (None, str(exc)[:60])
+        if got != (count, int(vsum)):
+            bad.append(f"lake{i}: lake {got}, source {(count, int(vsum))}")
+    return bad
+
+
+def wait_equal(db: PrivateMariaDB, schema: str, lake: Path, tables: int, timeout: float) -> float:
+    """Wait until every table equals its source; the time it was seen (epoch s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        bad = equal(db, schema, lake, tables)
+        if not bad:
+            return time.time()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(bad)} tables differ after {timeout} s: {bad[:3]}")
+        time.sleep(0.5)
+
+
+def batch_stats(query: Any, since: float) -> dict[str, Any]:
+    """Spark's micro-batches since ``since`` (epoch s): count, rows, addBatch ms."""
+    from datetime import datetime
+
+    batches = [
+        p for p in query.recentProgress
+        if p["numInputRows"] and datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() >= since
+    ]  # fmt: skip
+    add = [p["durationMs"].get("addBatch", 0) for p in batches]
+    return {
+        "batches": len(batches),
+        "rows_per_batch_median": statistics.median([p["numInputRows"] for p in batches]) if batches else 0,
+        "addBatch_ms_median": statistics.median(add) if add else 0,
+        "addBatch_ms_max": max(add) if add else 0,
+    }
+
+
+def files_in(path: Path) -> int:
+    return sum(1 for _root, _dirs, names in os.walk(path) for n in names if n.endswith(".parquet"))
+
+
+def setup(db: PrivateMariaDB, schema: str, tables: int, rows: int) -> None:
+    with db.root_connection() as conn, conn.cursor() as cur:
+        for i in range(1, tables + 1):
+            cur.execute(f"CREATE TABLE `{schema}`.`lake{i}` (id INT PRIMARY KEY, v INT, s VARCHAR(64))")
+            values = ",".join(f"({k},{k % 97},'row {k}')" for k in range(1, rows + 1))
+            cur.execute(f"INSERT INTO `{schema}`.`lake{i}` VALUES {values}")
+        conn.commit()
+
+
+def run_tables(
+    args: argparse.Namespace, db: PrivateMariaDB, spark: Any, tmp: Path, tables: int, soak: bool
+) -> dict[str, Any]:
+    schema = f"lk{tables}"
+    db.execute(f"CREATE DATABASE `{schema}`")
+    start = db.current_binlog()  # the pipeline sees every table created
+    db.execute(f"CREATE TABLE `{schema}`.marker (id INT PRIMARY KEY, ts BIGINT)")
+    db.execute(f"INSERT INTO `{schema}`.marker VALUES (1, 0)")
+    port = free_port()
+    conf = tmp / f"conf-{tables}"
+    with (Path(__file__).resolve().parent.parent / "conf" / "canal.properties").open() as f:
+        shipped = "".join(line for line in f if line.startswith("canal.instance.memory."))  # conf/'s store
+    e2e_bench.write_conf(conf, db, port, start, ".*", shipped)
+    text = (
+        (conf / "bench" / "instance.properties")
+        .read_text()
+        .replace(f"{db.database}\\\\.(.*)", f"{schema}\\\\..*")
+    )
+    (conf / "bench" / "instance.properties").write_text(text)
+    server = e2e_bench.start_server(conf, port, tmp / f"server-{tables}.log")
+    lake = tmp / f"lake-{tables}"
+    pipeline: Pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", destination="bench",
+                                        trigger=args.trigger)  # fmt: skip
+    marker = Marker(db, schema, lake)
+    out: dict[str, Any] = {"tables": tables}
+    try:
+        t0 = time.time()
+        setup(db, schema, tables, args.rows)
+        wait_equal(db, schema, lake, tables, 600)
+        log(f"{tables} tables x {args.rows:,} rows in the lake after {time.time() - t0:.1f} s")
+        base = 10_000_000
+        rates = []
+        for rate in [] if soak else args.rates:
+            base += 100_000_000
+            marker.writing.set()
+            since = int(time.time() * 1000)
+            res = lua(db, schema, tables, args.rows, rate, args.seconds, base)
+            until = int(time.time() * 1000)
+            marker.writing.clear()
+            time.sleep(0.2)
+            end = time.time()
+            try:
+                drained = marker.last_visible(300) - end
+            except RuntimeError as exc:
+                drained = str(exc)
+            lags = marker.lags(since, until)
+            res.update(rate=rate, lag_p50_s=pct(lags, 0.5), lag_p99_s=pct(lags, 0.99), lag_max_s=pct(lags, 1.0),
+                       after_writer_s=drained if isinstance(drained, str) else round(drained, 2),
+                       **batch_stats(pipeline.query, since / 1000))  # fmt: skip
+            res["sustained"] = res["txn_per_s"] >= 0.95 * rate and res["lag_p99_s"] < 5.0
+            wait_equal(db, schema, lake, tables, 600)
+            log(f"{tables} tables at {rate:,} txn/s: {res}")
+            rates.append(res)
+        out["rates"] = rates
+        ok = [r["txn_per_s"] for r in rates if r["sustained"]]
+        out["highest_sustained_txn_per_s"] = max(ok) if ok else 0
+        if soak:
+            out["soak"] = soak_run(args, db, schema, tables, lake, pipeline, marker)
+        else:
+            out["backlog"] = backlog(args, db, schema, tables, lake, marker, base + 100_000_000)
+    finally:
+        marker.close()
+        pipeline.stop()
+        server.terminate()
+        server.wait(timeout=30)
+    return out
+
+
+def backlog(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: int, lake: Path,
+            marker: Marker, base: int) -> dict[str, Any]:  # fmt: skip
+    runner = next(pid for pid, (kind, _) in pipeline_bench.processes().items() if kind == "source_runner")
+    db.execute("FLUSH BINARY LOGS")
+    path = db.binlog_files()[-1]
+    os.kill(runner, signal.SIGSTOP)
+    try:
+        marker.writing.set()
+        res = lua(db, schema, tables, args.rows, args.backlog_rate, args.backlog_seconds, base)
+        marker.writing.clear()
+        time.sleep(0.2)
+    finally:
+        os.kill(runner, signal.SIGCONT)
+    resumed = time.time()
+    db.execute("FLUSH BINARY LOGS")
+    visible = marker.last_visible(600)
+    equal_at = wait_equal(db, schema, lake, tables, 600)
+    rows, txns = oltp_bench.count_file(path)
+    res.update(rows=rows, catch_up_s=round(visible - resumed, 2), equal_after_s=round(equal_at - resumed, 2),
+               lake_rows_per_s=round(rows / max(visible - resumed, 1e-3)))  # fmt: skip
+    if not args.skip_pmr:
+        pmr = oltp_bench.pmr(db, path, rows)
+        res["python_mysql_replication_rows_per_s"] = pmr["rows_per_s"]
+        res["ratio_vs_pmr"] = round(res["lake_rows_per_s"] / pmr["rows_per_s"], 2)
+    log(f"{tables} tables, backlog of {args.backlog_seconds:.0f} s at {args.backlog_rate:,} txn/s: {res}")
+    return res
+
+
+def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: int, lake: Path,
+             pipeline: Pipeline, marker: Marker) -> list[dict[str, Any]]:  # fmt: skip
+    from deltalake import DeltaTable
+
+    minutes = []
+    base = 2_000_000_000 // 4 // 10_000_000 * 10_000_000  # clear of the rate runs' ids
+    for minute in range(1, args.minutes + 1):
+        marker.writing.set()
+        since = int(time.time() * 1000)
+        res = lua(db, schema, tables, args.rows, args.soak_rate, 60, base + minute * 1_000_000)
+        lags = marker.lags(since, int(time.time() * 1000))
+        t0 = time.perf_counter()
+        rows = DeltaTable(str(table_path(lake, schema, "lake1"))).to_pyarrow_table().num_rows
+        query_s = time.perf_counter() - t0
+        row = {"minute": minute, **res, "lag_p99_s": pct(lags, 0.99), **batch_stats(pipeline.query, since / 1000),
+               "current_files": files_in(lake / "current"), "changelog_files": files_in(lake / "changelog"),
+               "full_table_query_s": round(query_s, 3), "lake1_rows": rows}  # fmt: skip
+        log(f"soak minute {minute}: {row}")
+        minutes.append(row)
+    marker.writing.clear()
+    return minutes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tables", default="200,20,2", help="table counts, comma-separated")
+    ap.add_argument("--rates", default="500,1000,2000,5000", help="writer rates (txn/s), comma-separated")
+    ap.add_argument("--seconds", type=float, default=20.0, help="seconds per rate")
+    ap.add_argument("--rows", type=int, default=1000, help="rows per table before the runs")
+    ap.add_argument("--backlog-rate", type=int, default=1500)
+    ap.add_argument("--backlog-seconds", type=float, default=30.0)
+    ap.add_argument("--trigger", default="1 second", help="the query's processing-time trigger")
+    ap.add_argument("--minutes", type=int, default=0, help="soak: minutes at --soak-rate (first table count)")
+    ap.add_argument("--soak-rate", type=int, default=1000)
+    ap.add_argument("--skip-pmr", action="store_true")
+    args = ap.parse_args(argv)
+    args.rates = [int(x) for x in args.rates.split(",") if x]
+    counts = [int(x) for x in args.tables.split(",") if x]
+    if args.minutes:
+        counts = counts[:1]
+    load_start = os.getloadavg()
+    result: dict[str, Any] = {"runs": []}
+    with contextlib.redirect_stdout(sys.stderr), tempfile.TemporaryDirectory(prefix="pycanal-lake-") as tmp:
+        db = PrivateMariaDB(extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M"])
+        with db:
+            log(f"MariaDB {db.version} on port {db.port}")
+            spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-lake-bench")
+            try:
+                for n in counts:
+                    result["runs"].append(run_tables(args, db, spark, Path(tmp), n, bool(args.minutes)))
+            finally:
+                spark.stop()
+    result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                         "load_avg_at_start": [round(x, 2) for x in load_start]}  # fmt: skip
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

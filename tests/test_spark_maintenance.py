@@ -1,0 +1,116 @@
+"""The current-state tables at scale: MERGEs of many tables at once, and the upkeep (compaction,
+checkpoints, vacuum) while batches stream in; both keep every exactly-once guarantee: the same
+tables as one thread without upkeep, a crash in the middle of a batch replayed to the same end."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from pycanal.spark.apply import ChangeApplier, applied_batch_ids
+from pycanal.spark.current import APP_ID, table_path
+from pycanal.spark.maintenance import Maintenance
+from pycanal.spark.rows import ChangeRow, RowPosition
+from spark_fixtures import arrow_rows
+
+TABLES = 12
+DDL = ";\n".join(f"CREATE TABLE db.t{i} (id INT PRIMARY KEY, v INT)" for i in range(TABLES))
+
+
+def change(op: str, table: int, offset: int, key: int, v: int | None, old: int | None = None) -> ChangeRow:
+    image = lambda x: None if x is None else json.dumps({"id": key, "v": x}, separators=(",", ":"))  # noqa: E731
+    return ChangeRow(
+        op, "db", f"t{table}", json.dumps({"id": key}), image(old), image(v),
+        RowPosition("mysql-bin.000001", offset, 0, None), dt.datetime(2026, 11, 25, tzinfo=dt.UTC), None, None,
+    )  # fmt: skip
+
+
+def batches(n: int) -> list[list[ChangeRow]]:
+    """``n`` batches of changes to every table: inserts, and in every fourth batch an update and a
+    delete of earlier rows (a MERGE rewrites the files it matches: insert-only ones add files)."""
+    out, offset = [], 1000
+    for b in range(n):
+        rows = []
+        for t in range(TABLES):
+            for k in range(3):
+                offset += 10
+                rows.append(change("INSERT", t, offset, b * 10 + k, b))
+            if b % 4 == 0 and b:
+                offset += 10
+                rows.append(change("UPDATE", t, offset, (b - 1) * 10, b * 100, b - 1))
+                offset += 10
+                rows.append(change("DELETE", t, offset, (b - 1) * 10 + 1, None, b - 1))
+        out.append(rows)
+    return out
+
+
+def contents(root: Path) -> dict[str, list[tuple]]:
+    out = {}
+    for t in range(TABLES):
+        data = DeltaTable(str(table_path(root, "db", f"t{t}"))).to_pyarrow_table()
+        out[f"t{t}"] = sorted(zip(data.column("id").to_pylist(), data.column("v").to_pylist(), strict=True))
+    return out
+
+
+def test_upkeep_and_threads_give_the_same_tables(tmp_path: Path) -> None:
+    work = batches(15)
+    plain = ChangeApplier(
+        tmp_path / "plain", schema_ddl=DDL, apply_threads=1, maintenance=Maintenance(0, 0, 0)
+    )
+    upkeep = Maintenance(compact_every=3, checkpoint_every=4, vacuum_every=5, retention_hours=0)
+    kept = ChangeApplier(tmp_path / "kept", schema_ddl=DDL, apply_threads=8, maintenance=upkeep)
+    for batch_id, rows in enumerate(work):
+        plain(arrow_rows(rows), batch_id)
+        kept(arrow_rows(rows), batch_id)
+    assert contents(tmp_path / "kept") == contents(tmp_path / "plain")
+    assert upkeep.done["compact"] >= TABLES * 4 and upkeep.done["vacuum"] >= TABLES * 2
+    for t in range(TABLES):
+        path = table_path(tmp_path / "kept", "db", f"t{t}")
+        table = DeltaTable(str(path))
+        assert len(table.file_uris()) <= 4  # compacted: not one file per MERGE
+        assert table.transaction_version(APP_ID) // 1_000_000 == len(work) - 1  # the ids survive
+        assert any(n.endswith(".checkpoint.parquet") for n in os.listdir(path / "_delta_log"))
+        on_disk = [n for n in os.listdir(path) if n.endswith(".parquet")]
+        assert len(on_disk) <= len(table.file_uris()) + 4 * 3  # vacuumed (retention 0)
+        plain_files = DeltaTable(str(table_path(tmp_path / "plain", "db", f"t{t}"))).file_uris()
+        assert len(plain_files) >= len(work) // 2  # without upkeep: files pile up
+
+
+@pytest.mark.parametrize("crash_at", [1, 5])
+def test_a_crash_while_tables_merge_at_once_is_replayed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        crash_at: int) -> None:  # fmt: skip
+    work = batches(4)
+    clean = ChangeApplier(tmp_path / "clean", schema_ddl=DDL, apply_threads=1)
+    for batch_id, rows in enumerate(work):
+        clean(arrow_rows(rows), batch_id)
+
+    root = tmp_path / "crashed"
+    first = ChangeApplier(root, schema_ddl=DDL, apply_threads=4)
+    for batch_id, rows in enumerate(work[:2]):
+        first(arrow_rows(rows), batch_id)
+    from pycanal.spark import current
+
+    real = current.CurrentState._merge
+    calls = []
+
+    def crashing(self, database, table, idx, rows, step):  # noqa: ANN001, ANN202
+        calls.append(table)
+        if len(calls) == crash_at:
+            raise KeyboardInterrupt("simulated crash in a MERGE")
+        return real(self, database, table, idx, rows, step)
+
+    monkeypatch.setattr(current.CurrentState, "_merge", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        ChangeApplier(root, schema_ddl=DDL, apply_threads=4)(arrow_rows(work[2]), 2)
+    monkeypatch.undo()
+    assert applied_batch_ids(root) == [0, 1]
+    again = ChangeApplier(root, schema_ddl=DDL, apply_threads=4)
+    again(arrow_rows(work[2]), 2)  # caught up from the change log, then a no-op
+    again(arrow_rows(work[3]), 3)
+    assert applied_batch_ids(root) == [0, 1, 2, 3]
+    assert contents(root) == contents(tmp_path / "clean")
