@@ -54,6 +54,7 @@ import oltp as oltp_bench  # noqa: E402
 import pipeline as pipeline_bench  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
+from pycanal.spark.maintenance import Maintenance  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
 
@@ -248,7 +249,10 @@ def run_tables(
     server = e2e_bench.start_server(conf, port, tmp / f"server-{tables}.log")
     lake = tmp / f"lake-{tables}"
     pipeline: Pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", destination="bench",
-                                        trigger=args.trigger)  # fmt: skip
+                                        trigger=args.trigger, batch_size=args.batch_size,
+                                        apply_threads=args.apply_threads,
+                                        maintenance=Maintenance(compact_every=args.compact_every,
+                                                                checkpoint_every=args.compact_every))  # fmt: skip
     marker = Marker(db, schema, lake)
     out: dict[str, Any] = {"tables": tables}
     try:
@@ -327,11 +331,11 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
     from deltalake import DeltaTable
 
     minutes = []
-    base = 2_000_000_000 // 4 // 10_000_000 * 10_000_000  # clear of the rate runs' ids
     for minute in range(1, args.minutes + 1):
         marker.writing.set()
         since = int(time.time() * 1000)
-        res = lua(db, schema, tables, args.rows, args.soak_rate, 60, base + minute * 1_000_000)
+        # ids of a minute: 400M + 40M per minute + 10M per writer thread (INT holds 45 minutes)
+        res = lua(db, schema, tables, args.rows, args.soak_rate, 60, 400_000_000 + minute * 40_000_000)
         lags = marker.lags(since, int(time.time() * 1000))
         t0 = time.perf_counter()
         rows = DeltaTable(str(table_path(lake, schema, "lake1"))).to_pyarrow_table().num_rows
@@ -356,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trigger", default="1 second", help="the query's processing-time trigger")
     ap.add_argument("--minutes", type=int, default=0, help="soak: minutes at --soak-rate (first table count)")
     ap.add_argument("--soak-rate", type=int, default=1000)
+    ap.add_argument("--batch-size", type=int, help="the source's batchSize (entries per micro-batch)")
+    ap.add_argument("--apply-threads", type=int, default=4, help="current-state tables MERGEd at once")
+    ap.add_argument("--compact-every", type=int, default=Maintenance().compact_every,
+                    help="MERGEs into a table between compactions (and checkpoints)")  # fmt: skip
     ap.add_argument("--skip-pmr", action="store_true")
     args = ap.parse_args(argv)
     args.rates = [int(x) for x in args.rates.split(",") if x]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .apply import ChangeApplier
+from .maintenance import Maintenance
 
 __all__ = ["Pipeline", "progress_line", "run", "spark_session", "start_pipeline"]
 
@@ -84,10 +85,11 @@ def start_pipeline(
     batch_size: int | None = None,
     batch_bytes: int | None = None,
     apply_threads: int = 4,
+    maintenance: Maintenance | None = None,
 ) -> Pipeline:
     """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
     ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
-    MERGEd at once)."""
+    MERGEd at once; ``maintenance``: their upkeep, default ``Maintenance()``)."""
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
@@ -101,7 +103,9 @@ def start_pipeline(
         reader = reader.option("batchSize", str(batch_size))
     if batch_bytes:
         reader = reader.option("batchBytes", str(batch_bytes))
-    applier = ChangeApplier(lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads)
+    applier = ChangeApplier(
+        lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance
+    )
     query = (
         reader.load()
         .writeStream.foreachBatch(applier)
