@@ -1,6 +1,6 @@
 """Issue 6's end-to-end test: a random shop workload with DDL streams from the private MariaDB
 through a pycanal server into the lake (``python -m pycanal.spark.job``, its own driver process,
-restarted as ``pycanal pipeline``);
+restarted as ``pycanal pipeline``), on ``local[*]`` and on a Spark standalone cluster;
 the driver is SIGKILLed mid-stream (its whole process group: Python, JVM, workers) and started
 again from its checkpoint. At the end every table equals its source value by value, and the
 change log holds every row change of the binlog exactly once."""
@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -36,13 +37,26 @@ from pycanal.testing import PrivateMariaDB
 pytestmark = pytest.mark.mariadb
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def db() -> Iterator[PrivateMariaDB]:
     with PrivateMariaDB(server_id=52, binlog_row_metadata="FULL") as server:
         yield server
 
 
-def start_job(lake: Path, port: int, log: Path, cli: bool = False) -> subprocess.Popen:
+@pytest.fixture(params=["local", "cluster"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """None (Spark's master is local[*]), or a standalone cluster (a master and two 1-core
+    workers from PySpark's jars, on loopback) started for the test."""
+    if request.param == "local":
+        yield None
+        return
+    from pycanal.testing.spark_cluster import SparkStandaloneCluster
+
+    with SparkStandaloneCluster(workers=2, cores=1, memory="1g") as running:
+        yield running
+
+
+def start_job(lake: Path, port: int, log: Path, master: str, cli: bool = False) -> subprocess.Popen:
     """The job as ``python -m pycanal.spark.job``, or (``cli``) as ``pycanal pipeline``."""
     command = ["pycanal.cli", "pipeline", "--progress", "1"] if cli else ["pycanal.spark.job"]
     with log.open("ab") as out:
@@ -57,6 +71,8 @@ def start_job(lake: Path, port: int, log: Path, cli: bool = False) -> subprocess
                 str(lake),
                 "--trigger",
                 "500 milliseconds",
+                "--master",
+                master,
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -95,7 +111,8 @@ def binlog_positions(db: PrivateMariaDB, start: tuple[str, int]) -> list[tuple]:
     ]
 
 
-def test_driver_sigkill_exactly_once(db: PrivateMariaDB, tmp_path: Path) -> None:
+def test_driver_sigkill_exactly_once(db: PrivateMariaDB, cluster: Any, tmp_path: Path) -> None:
+    master = cluster.master_url if cluster is not None else "local[*]"
     start = db.current_binlog()
     server = CanalServerWithEmbedded()
     parser = {
@@ -111,7 +128,7 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, tmp_path: Path) -> None
     tcp = CanalTcpServer(server).start()
     lake = tmp_path / "lake"
     log = tmp_path / "job.log"
-    job = start_job(lake, tcp.port, log)
+    job = start_job(lake, tcp.port, log, master)
     try:
         for ddl in SCHEMA:
             db.execute(ddl)
@@ -130,7 +147,7 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, tmp_path: Path) -> None
         job.wait()
         killed_at = commits(lake)
         time.sleep(2)  # the workload goes on while no driver runs
-        job = start_job(lake, tcp.port, log, cli=True)
+        job = start_job(lake, tcp.port, log, master, cli=True)
         writer.join()
         assert work.error is None, work.error
         expected = binlog_positions(db, start)
@@ -152,6 +169,10 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, tmp_path: Path) -> None
                 assert check.equal, f"{table}: {check.first_difference}"
                 assert check.source_rows > 0
         assert "applied up to batch" in log.read_text()  # pycanal pipeline's progress lines
+        assert f"(master {master})" in log.read_text()
+        if cluster is not None:  # the executors on both workers read the source's partitions
+            for n in (1, 2):
+                assert list((cluster.root / f"worker{n}").glob("app-*/*/stderr")), f"worker {n} ran nothing"
         lag = subprocess.run([sys.executable, "-m", "pycanal.cli", "lag", "--lake", str(lake)],
                              capture_output=True, text=True, check=True)  # fmt: skip
         assert {line.split("\t")[0] for line in lag.stdout.splitlines()} == {f"shop.{t}" for t in TABLES}

@@ -1,0 +1,117 @@
+"""A private Spark standalone cluster for tests: a master and workers on loopback, started from
+PySpark's own jars with ``spark-class`` (no Spark installation, no Docker).
+
+    with SparkStandaloneCluster(workers=2) as cluster:
+        cluster.master_url               # "spark://127.0.0.1:<port>"
+        spark_session(dir, master=cluster.master_url)
+
+Each process gets free loopback ports (its web UI too; the master's REST server is off) and a
+directory of its own under a temporary root; :meth:`start` waits until the master is alive and
+every worker registered. :meth:`stop` terminates them (SIGTERM, then SIGKILL) and removes the
+root unless ``keep=True``. They die with the thread that started them (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ._process import die_with_parent, free_port, tail
+
+__all__ = ["SparkClusterStartError", "SparkStandaloneCluster", "spark_home"]
+
+_DIE_WITH_PARENT = die_with_parent(signal.SIGKILL)
+
+
+class SparkClusterStartError(RuntimeError):
+    """The cluster could not be started (the message holds the end of the process's log)."""
+
+
+def spark_home() -> Path:
+    """PySpark's install directory: it holds ``bin/spark-class`` and the jars."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+class SparkStandaloneCluster:
+    """A master and ``workers`` workers of ``cores`` cores and ``memory`` each (see the module)."""
+
+    def __init__(self, workers: int = 2, cores: int = 1, memory: str = "1g", keep: bool = False) -> None:
+        self.workers, self.cores, self.memory, self.keep = workers, cores, memory, keep
+        self.root = Path(tempfile.mkdtemp(prefix="pycanal-spark-cluster-"))
+        self.port = 0
+        self._procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> SparkStandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self, name: str, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
+        home = spark_home()
+        env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
+                   SPARK_LOG_DIR=str(self.root / "logs"), SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")  # fmt: skip
+        log = self.root / f"{name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(home / "bin" / "spark-class"), *args],
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.root, preexec_fn=_DIE_WITH_PARENT,
+            )  # fmt: skip
+        self._procs.append((name, proc, log))
+        return proc, log
+
+    def _wait_for(
+        self, proc: subprocess.Popen[bytes], log: Path, text: str, what: str, timeout: float = 90
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in log.read_text(errors="replace"):
+                return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        self.stop()
+        raise SparkClusterStartError(f"{what} did not start:\n{tail(log)}")
+
+    def start(self) -> SparkStandaloneCluster:
+        self.port = free_port()
+        master, log = self._spawn(
+            "master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+            "--port", str(self.port), "--webui-port", str(free_port()),
+        )  # fmt: skip
+        self._wait_for(master, log, "I have been elected leader", f"the Spark master on port {self.port}")
+        for n in range(1, self.workers + 1):
+            worker, log = self._spawn(
+                f"worker{n}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(free_port()),
+                "--work-dir", str(self.root / f"worker{n}"), self.master_url,
+            )  # fmt: skip
+            self._wait_for(worker, log, "Successfully registered with master", f"Spark worker {n}")
+        return self
+
+    def stop(self) -> None:
+        for _name, proc, _log in reversed(self._procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for _name, proc, _log in self._procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                proc.wait(5)
+        self._procs.clear()
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
