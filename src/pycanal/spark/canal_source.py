@@ -12,7 +12,7 @@ Rows have ``pycanal.spark.rows.ROW_SCHEMA``. Options: ``address`` (host:port) or
 :meth:`~pycanal.client.ClusterConnector.running_server` finds it, again at every reconnect),
 ``destination``, ``clientId`` (1001; one query per clientId), ``filter`` (Canal's table regex:
 the subscription's filter, applied to the rows too), ``batchSize`` (entries per micro-batch,
-32768), ``batchBytes`` (bytes of serialized entries per micro-batch, 32 MiB), ``fetchSize``
+65536), ``batchBytes`` (bytes of serialized entries per micro-batch, 32 MiB), ``fetchSize``
 (entries, or memory units in MEMSIZE mode, per GET: 8192; at most half the server's store, or a
 micro-batch may wait for a server batch it cannot end in), ``numPartitions`` (2), ``user``,
 ``password``, ``timezone`` (the server's TIMESTAMP zone, UTC), ``timeout`` (seconds to wait for a
@@ -212,7 +212,7 @@ def _options(raw: Any) -> _Options:
         timeout = float(raw_timeout)
     except ValueError:
         raise ValueError(f"format('canal'): option timeout must be seconds, got {raw_timeout!r}") from None
-    batch_size = _int(options, "batchSize", 32768)
+    batch_size = _int(options, "batchSize", 65536)
     return _Options(
         address,
         zk_servers,
