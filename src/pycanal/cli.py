@@ -228,11 +228,13 @@ def server(
     import logging
 
     from .config import ConfigError
+    from .heap import hold_long_lived
     from .server.launcher import CanalLauncher, LauncherError
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
     )
+    hold_long_lived()  # the store keeps up to its size of events alive
     try:
         CanalLauncher(conf, session_timeout=zk_session_timeout).run()
     except (ConfigError, LauncherError, OSError) as exc:

@@ -65,6 +65,7 @@ from typing import Any, NamedTuple
 
 from pycanal.binlog import events as ev
 from pycanal.binlog.parallel import WorkerTraceback
+from pycanal.heap import settle
 from pycanal.parse.convert import DdlClassifier, keyword_ddl_classifier
 from pycanal.parse.rawentry import (
     RawEntryConverter,
@@ -214,6 +215,7 @@ class _Worker:
             try:
                 _close_fds_but(0, 1, 2, jobs_in, results_out)
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent
+                settle()  # the parent's heap, forked along: collections here need not walk it
                 _serve(
                     Connection(jobs_in, writable=False), Connection(results_out, readable=False), plans, self
                 )

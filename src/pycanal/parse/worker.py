@@ -45,6 +45,7 @@ from pycanal.binlog import events as ev
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.tablemap import TableMap
+from pycanal.heap import settle
 from pycanal.parse.logevent import LogEventConvert
 from pycanal.parse.pool import _close_fds_but, _pipe_size
 from pycanal.store.event import Event
@@ -304,6 +305,7 @@ def _portable(exc: BaseException) -> BaseException:
 def _serve(jobs: Connection, results: Connection, convert: LogEventConvert, decoder: EventDecoder,
            with_meta: bool) -> None:  # fmt: skip
     """Decode and convert chunks until the pipes close or an event fails."""
+    settle()  # the server's heap, forked along: collections here need not walk it
     known: dict[int, TableMap] = {}
     shipped: deque[TableMap] = deque()
     if with_meta:

@@ -46,6 +46,7 @@ from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.events import Event, QueryEvent
 from pycanal.binlog.parallel import Part, PartEvents, plan_parts
 from pycanal.binlog.reader import check_magic, iter_frames
+from pycanal.heap import settle
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta import Position, SchemaHistory
 
@@ -238,7 +239,8 @@ class BinlogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, BinlogPartition)
-        return read_partition(partition, self.accepts)
+        yield from read_partition(partition, self.accepts)
+        settle()  # PySpark's daemon runs a full collection after every task
 
 
 class BinlogDataSource(DataSource):

@@ -70,6 +70,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 
 from pycanal.binlog.canonical import is_ddl
 from pycanal.client import CanalClientError, ClusterConnector, Message, SimpleConnector
+from pycanal.heap import hold_long_lived, settle
 from pycanal.parse.filter import TableFilter
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
@@ -270,6 +271,7 @@ class _Feed:
     """
 
     def __init__(self, opts: _Options) -> None:
+        hold_long_lived()  # the runner process lives as long as the query; the queue churns
         self.opts = opts
         self.cluster = ClusterConnector(opts.zk_servers, opts.destination) if opts.zk_servers else None
         self.conn: SimpleConnector | None = None
@@ -639,6 +641,7 @@ class CanalStreamReader(DataSourceStreamReader):
         assert isinstance(partition, CanalPartition)
         rows = EntryRows(accepts=self.accepts, timezone=self.opts.timezone, gtid=partition.gtid)
         yield from rows.batches(partition.entries, _BATCH_ROWS)
+        settle()  # PySpark's daemon runs a full collection after every task
 
     def commit(self, end: dict[str, Any]) -> None:
         if self._feed is not None and self._feed.connected:
