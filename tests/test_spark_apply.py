@@ -534,3 +534,38 @@ def test_binlog_source_into_apply_changes_read_by_spark(
     assert by_spark == sorted(by_duckdb)
     changes = read_change_log(spark, tmp_path).where(f"table_name = '{db}.mixed'")
     assert changes.count() == len(binlog.rows(f"{db}\\..*"))
+
+
+def test_snapshot_read_rows_merge_as_upserts_and_the_replayed_stream_converges(tmp_path: Path) -> None:
+    """READ rows (a snapshot chunk at binlog position 500) upsert like INSERTs, after the stream
+    rows before them in a batch; the stream's changes up to 500 replayed in a later batch end on
+    the snapshot's rows, and the change log keeps op READ."""
+    a, b = item(b"a", 1, "a-old"), item(b"b", 1, "b-old")
+    batch0 = [row("INSERT", 100, None, a), row("INSERT", 110, None, b)]
+    batch1 = [
+        row("READ", 500, None, item(b"a", 1, "a-500")),
+        row("READ", 500, None, item(b"d", 1, "d-500")),  # a row the stream never showed
+        row("UPDATE", 200, b, item(b"b", 1, "b-200")),  # before the chunk's position
+    ]
+    batch2 = [  # the stream catching up to the chunk's position and past it
+        row("UPDATE", 300, a, item(b"a", 1, "a-300")),
+        row("UPDATE", 400, item(b"a", 1, "a-300"), item(b"a", 1, "a-500")),
+        row("INSERT", 450, None, item(b"d", 1, "d-500")),
+        row("DELETE", 600, item(b"b", 1, "b-200"), None),
+    ]
+    applier = ChangeApplier(tmp_path, schema_ddl=SHOP)
+    applier(arrow_rows(batch0), 0)
+    applier(arrow_rows(batch1), 1)
+    assert current_rows(tmp_path, "shop", "item", "sku, n")[1] == [
+        (b"a", 1, "a-500"), (b"b", 1, "b-200"), (b"d", 1, "d-500"),
+    ]  # fmt: skip
+    applier(arrow_rows(batch2), 2)
+    assert current_rows(tmp_path, "shop", "item", "sku, n")[1] == [(b"a", 1, "a-500"), (b"d", 1, "d-500")]
+    ops = sorted(r["op"] for r in read_change_log_rows(tmp_path))
+    assert ops.count("READ") == 2 and len(ops) == 9
+
+
+def read_change_log_rows(target: Path) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pa.concat_tables([pq.read_table(f) for f in change_log_files(target)]).to_pylist()

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import array
 import bisect
+import functools
 import itertools
 import logging
 import re
@@ -93,8 +94,14 @@ Key = tuple[str, int, int, int]  # (file prefix, file number, pos, k): orders al
 
 
 def _key(file: str, pos: int, k: int) -> Key:
+    return (*_file_key(file), pos, k)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_key(file: str) -> tuple[str, int]:
+    """(prefix, sequence number) of a binlog file name: it orders the files."""
     m = _BINLOG_NAME.fullmatch(file)
-    return (m.group(1), int(m.group(2)), pos, k) if m else (file, -1, pos, k)
+    return (m.group(1), int(m.group(2))) if m else (file, -1)
 
 
 class _Queued(NamedTuple):

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pycanal.heap import settle
+
 from .apply import ChangeApplier
 from .maintenance import Maintenance
 
@@ -113,6 +115,7 @@ def start_pipeline(
         .trigger(processingTime=trigger)
         .start()
     )
+    settle()  # the driver: Spark, py4j and pyarrow alive for the query's life
     return Pipeline(query, applier)
 
 

@@ -2,7 +2,8 @@
 
 Columns (``ROW_SCHEMA``, in this order):
 
-* ``op``: INSERT, UPDATE, DELETE or DDL;
+* ``op``: INSERT, UPDATE, DELETE, DDL, or READ (a row of the initial snapshot, at the binlog
+  position its chunk was read at: :class:`SnapshotRows`);
 * ``database``, ``table``: the changed table (DDL: each table the statement touches, one row
   each; ``table`` is null for database statements);
 * ``pk``: the primary key values as a JSON object (``{"id":5}``) taken from the after image
@@ -17,7 +18,8 @@ Columns (``ROW_SCHEMA``, in this order):
 * ``sql``, ``sql_database``: for DDL, the statement and the session's database it ran in
   (needed to resolve unqualified names).
 
-Two builders give identical rows: :class:`EventRows` from decoded binlog events (the
+Two builders give identical rows (and :class:`SnapshotRows` READ rows whose images equal an INSERT's
+of the same row): :class:`EventRows` from decoded binlog events (the
 ``binlog`` batch source) and :class:`EntryRows` from Canal ``Entry`` messages (a Canal or
 pycanal server). docs/spark.md lists the values where the two cannot agree. Both give the rows
 as ``ChangeRow`` tuples (``rows()``) or as Arrow record batches built column by column
@@ -60,6 +62,7 @@ from pycanal.parse.ddl import parse_ddl
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.types import parse_labels
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.snapshot.reader import ChunkRead
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -69,6 +72,7 @@ __all__ = [
     "EventRows",
     "RowPosition",
     "RowsError",
+    "SnapshotRows",
     "to_record_batch",
 ]
 
@@ -395,6 +399,32 @@ class EventRows(_RowSource[ev.Event]):
             return None
         return _Run(kind, tm.schema, tm.table, pks, befores, afters, e.file, at, b.take(e.file, at, len(pks)),
                     b.gtid, e.timestamp, None, None)  # fmt: skip
+
+
+class SnapshotRows(_RowSource["ChunkRead"]):
+    """READ change rows from snapshot chunks (:func:`pycanal.snapshot.read_chunk`): each row at
+    its chunk's binlog position, ``after`` and ``pk`` as an INSERT of the same row would give them
+    (Debezium's ``r``). Rows of chunks read at one position are numbered on from each other."""
+
+    def __init__(self, *, resume: tuple[str, int, int] | None = None) -> None:
+        self._b = _Builder(None, None, resume)
+
+    @property
+    def resume(self) -> tuple[str, int, int]:
+        return self._b.resume
+
+    def _runs(self, reads: Iterable[ChunkRead]) -> Iterator[_Run]:
+        for read in reads:
+            if not read.rows:
+                continue
+            t = read.table
+            plan = _TablePlan(tuple(_jstr(c.name) + ":" for c in t.columns), tuple(sorted(t.key)))
+            names = plan.names
+            pks = [_key(plan, r, None) for r in read.rows]
+            afters: list[str | None] = [_image(names, r) for r in read.rows]
+            n = len(pks)
+            yield _Run("READ", t.schema, t.name, pks, [None] * n, afters, read.file, read.pos,
+                       self._b.take(read.file, read.pos, n), None, read.seconds, None, None)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ entries
