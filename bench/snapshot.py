@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         parts = [(params, work[i :: args.processes], True) for i in range(args.processes)]
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(args.processes) as pool:
-            record(f"read_chunk_to_arrow_{args.processes}_processes", *timed(lambda: sum(pool.map(_part, parts))))
+            record(
+                f"read_chunk_to_arrow_{args.processes}_processes", *timed(lambda: sum(pool.map(_part, parts)))
+            )
     c, s = results["mariadb_cli_quick"]["rows_per_s"], results["pymysql_sscursor"]["rows_per_s"]
     for r in results.values():
         r["ratio_vs_mariadb_cli"] = round(r["rows_per_s"] / c, 2)
@@ -132,7 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         "chunk_rows": args.chunk_rows,
         "chunks": len(work),
         "readers": results,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_at_start": os.getloadavg()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_at_start": os.getloadavg(),
+        },
     }
     print(json.dumps(out, indent=2))
     return 0

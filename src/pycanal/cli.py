@@ -310,6 +310,17 @@ def pipeline(
     progress: Annotated[
         float, typer.Option("--progress", help="Seconds between progress lines (0: none).")
     ] = 10.0,
+    snapshot: Annotated[
+        str, typer.Option("--snapshot", help="initial: the tables' existing rows first; never.")
+    ] = "never",
+    source: Annotated[str, typer.Option("--source", help="The MySQL/MariaDB to snapshot, HOST:PORT.")] = "",
+    source_user: Annotated[
+        str, typer.Option("--source-user", help="Its user (SELECT, REPLICATION CLIENT).")
+    ] = "",
+    source_password: Annotated[str, typer.Option("--source-password", help="Its password.")] = "",
+    snapshot_chunk_rows: Annotated[
+        int | None, typer.Option("--snapshot-chunk-rows", help="Rows per snapshot chunk (20000).")
+    ] = None,
 ) -> None:
     """Stream a destination into a lake (change log + current-state Delta tables) exactly once,
     until SIGTERM or Ctrl-C: ``python -m pycanal.spark.job`` as a command."""
@@ -317,6 +328,11 @@ def pipeline(
 
     if not address and not zk_servers:
         typer.echo("pycanal: error: give --address or --zk-servers", err=True)
+        raise typer.Exit(2)
+    if snapshot not in ("never", "initial") or (snapshot == "initial" and not source):
+        typer.echo(
+            "pycanal: error: --snapshot is never or initial; initial needs --source HOST:PORT", err=True
+        )
         raise typer.Exit(2)
     code = run(
         lake,
@@ -329,6 +345,11 @@ def pipeline(
         filter=filter_regex,
         trigger=trigger,
         apply_threads=apply_threads,
+        snapshot=snapshot,
+        source=source,
+        source_user=source_user,
+        source_password=source_password,
+        snapshot_chunk_rows=snapshot_chunk_rows,
     )
     raise typer.Exit(code)
 

@@ -12,16 +12,18 @@ over it; with full row images the replay ends on the same rows.
 * :mod:`.tables`: what a source table looks like (columns, primary key) from information_schema;
 * :mod:`.chunks`: a table split into key ranges (even ranges for one integer key, boundaries
   sampled from the key's index otherwise) and the SQL predicate of a range;
-* :mod:`.reader`: one chunk read at its position, values in the binlog decoder's form.
+* :mod:`.reader`: one chunk read at its position, values in the binlog decoder's form; the
+  tables' ``CREATE TABLE`` statements at a position (``read_schema``).
 """
 
 from .chunks import Chunk, plan_chunks
-from .reader import ChunkRead, SnapshotError, read_chunk
+from .reader import ChunkRead, SchemaRead, SnapshotError, read_chunk, read_schema
 from .tables import SourceColumn, SourceTable, describe, list_tables
 
 __all__ = [
     "Chunk",
     "ChunkRead",
+    "SchemaRead",
     "SnapshotError",
     "SourceColumn",
     "SourceTable",
@@ -29,4 +31,5 @@ __all__ = [
     "list_tables",
     "plan_chunks",
     "read_chunk",
+    "read_schema",
 ]

@@ -24,7 +24,7 @@ from typing import Any
 
 from .tables import SourceTable, quote
 
-__all__ = ["RANGE_KEY_TYPES", "Chunk", "chunk_where", "plan_chunks"]
+__all__ = ["INTEGER_TYPES", "RANGE_KEY_TYPES", "Chunk", "chunk_where", "next_boundary", "plan_chunks"]
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"})
 # Key types a range predicate on compares in the order ORDER BY sorts them.
@@ -117,14 +117,21 @@ def plan_chunks(conn: Any, table: SourceTable, chunk_rows: int) -> list[Chunk]:
             if 0 < table.rows_estimate and span <= _SPARSE * table.rows_estimate:
                 step = max(1, math.ceil(chunk_rows * span / table.rows_estimate))
                 return _chunks(table, [(str(b),) for b in range(low + step, high + 1, step)])
-        bounds: list[tuple] = []
-        while True:
-            where, args = ("TRUE", []) if not bounds else _compare(table, bounds[-1], ">", ">=")
-            cur.execute(
-                f"SELECT {names} FROM {table.qualified} WHERE {where} ORDER BY {names} LIMIT 1 OFFSET %s",
-                [*args, chunk_rows],
-            )
-            row = cur.fetchone()
-            if row is None:
-                return _chunks(table, bounds)
-            bounds.append(tuple(row))
+    bounds: list[tuple] = []
+    while (b := next_boundary(conn, table, bounds[-1] if bounds else None, chunk_rows)) is not None:
+        bounds.append(b)
+    return _chunks(table, bounds)
+
+
+def next_boundary(conn: Any, table: SourceTable, lower: tuple | None, chunk_rows: int) -> tuple | None:
+    """The key ``chunk_rows`` keys after ``lower`` (None: the first key) in the key's index
+    order: the upper bound of the chunk starting at ``lower``; None when fewer keys are left."""
+    names = ", ".join(quote(table.columns[i].name) for i in table.key)
+    where, args = ("TRUE", []) if lower is None else _compare(table, lower, ">", ">=")
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT {names} FROM {table.qualified} WHERE {where} ORDER BY {names} LIMIT 1 OFFSET %s",
+            [*args, chunk_rows],
+        )
+        row = cur.fetchone()
+    return None if row is None else tuple(row)

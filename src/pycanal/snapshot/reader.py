@@ -26,7 +26,7 @@ from pycanal.binlog.values import float32
 from .chunks import Chunk, chunk_where
 from .tables import SourceColumn, SourceTable, quote
 
-__all__ = ["ChunkRead", "SnapshotError", "connect", "read_chunk"]
+__all__ = ["ChunkRead", "SchemaRead", "SnapshotError", "connect", "read_chunk", "read_schema"]
 
 # Encoders only: parameters are escaped as usual, results come back undecoded (text or bytes).
 _ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
@@ -47,6 +47,17 @@ class ChunkRead:
     pos: int
     seconds: int
     rows: list[tuple]
+
+
+@dataclass(frozen=True)
+class SchemaRead:
+    """``CREATE TABLE`` statements (``SHOW CREATE TABLE``) of tables, at binlog position (file,
+    pos), read at ``seconds``: ``creates`` is (schema, table, statement) per table."""
+
+    file: str
+    pos: int
+    seconds: int
+    creates: list[tuple[str, str, str]]
 
 
 def connect(host: str, port: int, user: str, password: str, **kwargs: Any) -> pymysql.connections.Connection:
@@ -138,28 +149,65 @@ def _convert(rows: Iterator[tuple], convs: list[tuple[int, Callable]]) -> list[t
     return out
 
 
-def read_chunk(conn: Any, table: SourceTable, chunk: Chunk) -> ChunkRead:
-    """Read ``chunk`` of ``table`` in a consistent snapshot (``conn`` from :func:`connect`)."""
-    sql, args, convs = _select(table, chunk)
-    with conn.cursor(pymysql.cursors.SSCursor) as cur:
+class _Snapshot:
+    """A consistent-snapshot transaction on ``conn``: ``cur``, and the binlog ``file``/``pos``
+    it is at and the source's clock ``seconds`` once entered."""
+
+    def __init__(self, conn: Any, what: object) -> None:
+        self.conn, self.what = conn, what
+
+    def __enter__(self) -> _Snapshot:
+        cur = self.cur = self.conn.cursor(pymysql.cursors.SSCursor)
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # the next one: a snapshot
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
         try:
             cur.execute("SELECT UNIX_TIMESTAMP()")
-            seconds = int(_text(cur.fetchall()[0][0]))
+            self.seconds = int(_text(cur.fetchall()[0][0]))
             cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
             status = {_text(k): _text(v) for k, v in cur.fetchall()}
-            file, pos = status.get("Binlog_snapshot_file"), status.get("Binlog_snapshot_position")
-            if not file or pos is None:
-                raise SnapshotError(
-                    f"{chunk}: the source reports no binlog_snapshot_file/position (MariaDB with the binlog "
-                    "on reports the position of a consistent snapshot; MySQL does not)"
-                )
-            cur.execute(sql, args)
-            rows = _convert(iter(cur), convs)
+        except BaseException:
+            self.__exit__()
+            raise
+        file, pos = status.get("Binlog_snapshot_file"), status.get("Binlog_snapshot_position")
+        if not file or pos is None:
+            self.__exit__()
+            raise SnapshotError(
+                f"{self.what}: the source reports no binlog_snapshot_file/position (MariaDB with the binlog "
+                "on reports the position of a consistent snapshot; MySQL does not)"
+            )
+        self.file, self.pos = file, int(pos)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.cur.execute("COMMIT")
         finally:
-            cur.execute("COMMIT")
-    return ChunkRead(table, chunk, file, int(pos), seconds, rows)
+            self.cur.close()
+
+
+def read_chunk(conn: Any, table: SourceTable, chunk: Chunk) -> ChunkRead:
+    """Read ``chunk`` of ``table`` in a consistent snapshot (``conn`` from :func:`connect`)."""
+    sql, args, convs = _select(table, chunk)
+    with _Snapshot(conn, chunk) as snap:
+        snap.cur.execute(sql, args)
+        rows = _convert(iter(snap.cur), convs)
+    return ChunkRead(table, chunk, snap.file, snap.pos, snap.seconds, rows)
+
+
+def read_schema(conn: Any, tables: list[tuple[str, str]]) -> SchemaRead:
+    """The ``CREATE TABLE`` statements of ``tables`` and the binlog position they were read at
+    (a table dropped meanwhile is left out: the binlog has its DROP)."""
+    creates = []
+    with _Snapshot(conn, "the snapshot's tables") as snap:
+        for schema, table in tables:
+            try:
+                snap.cur.execute(f"SHOW CREATE TABLE {quote(schema)}.{quote(table)}")
+            except pymysql.err.ProgrammingError as exc:
+                if exc.args[0] == 1146:  # ER_NO_SUCH_TABLE
+                    continue
+                raise
+            creates.append((schema, table, _text(snap.cur.fetchall()[0][1])))
+    return SchemaRead(snap.file, snap.pos, snap.seconds, creates)
 
 
 def _text(v: Any) -> str:

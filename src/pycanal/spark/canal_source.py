@@ -76,6 +76,14 @@ from pycanal.parse.filter import TableFilter
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
 from .rows import ROW_SCHEMA, EntryRows
+from .snapshot import (
+    SnapshotOptions,
+    SnapshotPartition,
+    SnapshotPlanner,
+    read_snapshot_partition,
+    snapshot_options,
+    snapshot_partitions,
+)
 
 __all__ = ["CanalDataSource", "CanalPartition", "CanalStreamReader"]
 
@@ -192,6 +200,7 @@ class _Options(NamedTuple):
     fetch_size: int
     num_partitions: int
     timeout: float
+    snapshot: SnapshotOptions | None
 
 
 def _int(options: dict[str, str], name: str, default: int, high: int = 2**31 - 1) -> int:
@@ -235,6 +244,7 @@ def _options(raw: Any) -> _Options:
         min(batch_size, _int(options, "fetchSize", 8192)),
         _int(options, "numPartitions", 2),
         timeout,
+        snapshot_options(options, _int),
     )
 
 
@@ -601,9 +611,10 @@ class CanalStreamReader(DataSourceStreamReader):
         self.opts = _options(options)
         self.accepts = TableFilter(self.opts.filter) if self.opts.filter else None
         self._feed: _Feed | None = None
+        self._planner: SnapshotPlanner | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "accepts": self.accepts, "_feed": None}
+        return {"opts": self.opts, "accepts": self.accepts, "_feed": None, "_planner": None}
 
     def _runner(self) -> _Feed:
         if self._feed is None:
@@ -621,30 +632,55 @@ class CanalStreamReader(DataSourceStreamReader):
             raise ValueError(
                 f"format('canal') supports no read limit but its batchSize and batchBytes, got {limit!r}"
             )
+        if self.opts.snapshot is not None and "snap" not in start and start.get("file", "") == "":
+            return {**start, "snap": self._snapshot(start)}  # the snapshot's first batch: no stream
         feed = self._runner()
         feed.sync(self._offset(start))
         end, idle = feed.plan()
         if end is not None:
-            return _to_offset(end)
-        if idle:
+            out = _to_offset(end)
+        elif idle:
             # Only Spark's commit of the last batch can free the server now, and Spark commits it
             # when it plans the next one: an empty micro-batch (the same position, a new tick).
-            return {**start, "tick": int(start.get("tick", 0)) + 1}
-        return start
+            out = {**start, "tick": int(start.get("tick", 0)) + 1}
+        else:
+            out = dict(start)
+        if self.opts.snapshot is not None:
+            out["snap"] = self._snapshot(start)
+        return out
+
+    def _snapshot(self, start: dict[str, Any]) -> Any:
+        """The snapshot state after the next micro-batch: ``"done"``, or the tables left and the
+        chunks it reads. A query that starts from a checkpoint without one takes no snapshot."""
+        prev = start.get("snap")
+        if prev == "done" or (prev is None and start.get("file", "") != ""):
+            return "done"
+        if self._planner is None:
+            assert self.opts.snapshot is not None
+            self._planner = SnapshotPlanner(self.opts.snapshot, self.accepts)
+        if prev is None:
+            return self._planner.start()
+        after = self._planner.advance(prev)
+        return "done" if after is None else after
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[CanalPartition]:
         first, last = self._offset(start), self._offset(end)
         if last.key <= first.key:
-            return []
+            return snapshot_partitions(start, end, 0)
         entries = self._runner().take(first, last)
         bounds = [0, *_split(entries, self.opts.num_partitions), len(entries)]
         out = []
         for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
             gtid = entries[a - 1].gtid if a else first.gtid
             out.append(CanalPartition(i, [e.raw for e in entries[a:b] if e.read], gtid))
-        return out
+        return out + snapshot_partitions(start, end, len(out))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, SnapshotPartition):
+            assert self.opts.snapshot is not None
+            yield from read_snapshot_partition(self.opts.snapshot, partition)
+            settle()
+            return
         assert isinstance(partition, CanalPartition)
         rows = EntryRows(accepts=self.accepts, timezone=self.opts.timezone, gtid=partition.gtid)
         yield from rows.batches(partition.entries, _BATCH_ROWS)
@@ -659,6 +695,8 @@ class CanalStreamReader(DataSourceStreamReader):
         socket just the same, and the next runner's connect rolls back what was not acked."""
         if self._feed is not None:
             self._feed.close()
+        if self._planner is not None:
+            self._planner.close()
 
 
 class CanalDataSource(DataSource):

@@ -26,6 +26,8 @@ def normalize(v: Any) -> Any:
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, Decimal):
+        if v.as_tuple().exponent == 0:  # BIGINT UNSIGNED: DECIMAL(20,0) in the lake, int in MariaDB
+            return int(v)
         return format(v.normalize(), "f")
     if isinstance(v, datetime):
         if v.tzinfo is not None:

@@ -286,11 +286,12 @@ class CurrentState:
         start, last_ddl = 0, None
         for i in rows.statements():
             at = (rows.file[i], rows.offset[i])
-            if at != last_ddl:  # one statement, one row per table it touches
-                last_ddl = at
+            sql, session_db = (rows.columns[c][i].as_py() for c in ("sql", "sql_database"))
+            # One statement, one row per table it touches; snapshot CREATEs share a position.
+            if (at, sql) != last_ddl:
+                last_ddl = (at, sql)
                 self._flush(rows, start, i)
                 start = i
-                sql, session_db = (rows.columns[c][i].as_py() for c in ("sql", "sql_database"))
                 self._ddl(sql or "", session_db, f"{at[0]}:{at[1]}")
         self._flush(rows, start, len(rows.op))
 

@@ -88,10 +88,17 @@ def start_pipeline(
     batch_bytes: int | None = None,
     apply_threads: int = 4,
     maintenance: Maintenance | None = None,
+    snapshot: str = "never",
+    source: str = "",
+    source_user: str = "",
+    source_password: str = "",
+    snapshot_chunk_rows: int | None = None,
 ) -> Pipeline:
     """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
     ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
-    MERGEd at once; ``maintenance``: their upkeep, default ``Maintenance()``)."""
+    MERGEd at once; ``maintenance``: their upkeep, default ``Maintenance()``; ``snapshot``
+    ``"initial"``: the existing rows of the filter's tables first, read from ``source``
+    (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot``)."""
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
@@ -105,6 +112,11 @@ def start_pipeline(
         reader = reader.option("batchSize", str(batch_size))
     if batch_bytes:
         reader = reader.option("batchBytes", str(batch_bytes))
+    if snapshot != "never":
+        reader = reader.option("snapshot", snapshot).option("source", source)
+        reader = reader.option("sourceUser", source_user).option("sourcePassword", source_password)
+        if snapshot_chunk_rows:
+            reader = reader.option("snapshotChunkRows", str(snapshot_chunk_rows))
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance
     )
@@ -194,7 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--progress-seconds", type=float, default=10.0, help="a progress line this often (0: none)"
     )
+    ap.add_argument(
+        "--snapshot", choices=("never", "initial"), default="never", help="initial: existing rows first"
+    )
+    ap.add_argument("--source", default="", help="the MySQL/MariaDB to snapshot, HOST:PORT")
+    ap.add_argument("--source-user", default="")
+    ap.add_argument("--source-password", default="")
+    ap.add_argument("--snapshot-chunk-rows", type=int, help="rows per snapshot chunk (20000)")
     args = ap.parse_args(argv)
+    if args.snapshot == "initial" and not args.source:
+        ap.error("--snapshot initial needs --source HOST:PORT")
     if not args.address and not args.zk_servers:
         ap.error("give --address or --zk-servers")
     return run(
@@ -208,6 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         filter=args.filter,
         trigger=args.trigger,
         apply_threads=args.apply_threads,
+        snapshot=args.snapshot,
+        source=args.source,
+        source_user=args.source_user,
+        source_password=args.source_password,
+        snapshot_chunk_rows=args.snapshot_chunk_rows,
     )
 
 

@@ -62,7 +62,7 @@ from pycanal.parse.ddl import parse_ddl
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.types import parse_labels
 from pycanal.protocol import EntryProtocol_pb2 as pb
-from pycanal.snapshot.reader import ChunkRead
+from pycanal.snapshot.reader import ChunkRead, SchemaRead
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -401,10 +401,12 @@ class EventRows(_RowSource[ev.Event]):
                     b.gtid, e.timestamp, None, None)  # fmt: skip
 
 
-class SnapshotRows(_RowSource["ChunkRead"]):
+class SnapshotRows(_RowSource["ChunkRead | SchemaRead"]):
     """READ change rows from snapshot chunks (:func:`pycanal.snapshot.read_chunk`): each row at
     its chunk's binlog position, ``after`` and ``pk`` as an INSERT of the same row would give them
-    (Debezium's ``r``). Rows of chunks read at one position are numbered on from each other."""
+    (Debezium's ``r``); and from a ``read_schema``, one DDL row per table: its ``CREATE TABLE IF
+    NOT EXISTS`` (the lake learns tables that existed before the stream). Rows of reads at one
+    position are numbered on from each other."""
 
     def __init__(self, *, resume: tuple[str, int, int] | None = None) -> None:
         self._b = _Builder(None, None, resume)
@@ -413,11 +415,17 @@ class SnapshotRows(_RowSource["ChunkRead"]):
     def resume(self) -> tuple[str, int, int]:
         return self._b.resume
 
-    def _runs(self, reads: Iterable[ChunkRead]) -> Iterator[_Run]:
+    def _runs(self, reads: Iterable[ChunkRead | SchemaRead]) -> Iterator[_Run]:
         for read in reads:
-            if not read.rows:
+            if isinstance(read, SchemaRead):
+                for schema, table, sql in read.creates:
+                    sql = _if_not_exists(sql, f"{schema}.{table}")
+                    yield _Run("DDL", schema, table, [None], [None], [None], read.file, read.pos,
+                               self._b.take(read.file, read.pos, 1), None, read.seconds, sql, schema)  # fmt: skip
                 continue
             t = read.table
+            if not read.rows:
+                continue
             plan = _TablePlan(tuple(_jstr(c.name) + ":" for c in t.columns), tuple(sorted(t.key)))
             names = plan.names
             pks = [_key(plan, r, None) for r in read.rows]
@@ -425,6 +433,13 @@ class SnapshotRows(_RowSource["ChunkRead"]):
             n = len(pks)
             yield _Run("READ", t.schema, t.name, pks, [None] * n, afters, read.file, read.pos,
                        self._b.take(read.file, read.pos, n), None, read.seconds, None, None)  # fmt: skip
+
+
+def _if_not_exists(create: str, where: str) -> str:
+    head = "CREATE TABLE "
+    if not create.startswith(head):
+        raise RowsError(f"SHOW CREATE TABLE of {where} does not start with {head!r}: {create[:80]!r}")
+    return head + "IF NOT EXISTS " + create[len(head) :]
 
 
 # ------------------------------------------------------------------------------ entries

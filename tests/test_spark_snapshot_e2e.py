@@ -1,0 +1,233 @@
+"""Issue 15's end-to-end test: tables that hold rows before the pipeline starts (their binlog
+purged) reach the lake through the initial snapshot, while a writer keeps changing them; the
+driver is SIGKILLed mid-snapshot and restarted as ``pycanal pipeline``. At the end every table
+equals its source value by value, every source row was read once, and the change log holds
+every binlog change after the start once."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from pycanal.instance import CanalInstance
+from pycanal.meta import MemoryMetaManager
+from pycanal.parse.position import EntryPosition
+from pycanal.server import CanalServerWithEmbedded
+from pycanal.server.tcp import CanalTcpServer
+from pycanal.spark.apply import applied_batch_ids
+from pycanal.spark.changelog import ChangeLog, change_log_files
+from pycanal.spark.check import normalize
+from pycanal.spark.current import table_path
+from pycanal.testing import PrivateMariaDB
+
+pytestmark = pytest.mark.mariadb
+
+DB = "snapdb"
+ROWS = 3000
+# name -> (columns, the row of number i); the writer changes column v
+TABLES = {
+    "t_int": ("id INT PRIMARY KEY, v INT, s VARCHAR(20)", lambda i: f"({i * 2}, {i}, 's{i}')"),
+    "t_ubig": (
+        "id BIGINT UNSIGNED PRIMARY KEY, v INT, d DECIMAL(20,6), t DATETIME(3)",
+        lambda i: (
+            f"({18446744073709551615 - i * 1_000_003}, {i}, {i}.125, '2026-01-01 00:00:{i % 60:02d}.5')"
+        ),
+    ),
+    "t_comp": (
+        "a INT, b VARCHAR(12), v INT, PRIMARY KEY (a, b)",
+        lambda i: f"({i % 13}, 'b{i:05d}', {i})",
+    ),
+    "t_str": (
+        "s VARCHAR(24) COLLATE utf8mb4_unicode_ci PRIMARY KEY, v INT, j JSON",
+        lambda i: f"('{['a', 'B', 'é', 'Z', 'ß'][i % 5]}-{i}', {i}, '{{\"n\": {i}}}')",
+    ),
+}
+NO_KEY = "t_nokey"  # no primary key: change log only
+
+
+@pytest.fixture
+def db() -> Iterator[PrivateMariaDB]:
+    with PrivateMariaDB(server_id=53, binlog_row_metadata="FULL") as server:
+        yield server
+
+
+def load(db: PrivateMariaDB) -> None:
+    db.execute(f"CREATE DATABASE {DB}")
+    for name, (columns, row) in TABLES.items():
+        db.execute(f"CREATE TABLE {DB}.{name} ({columns})")
+        for start in range(0, ROWS, 1000):
+            db.execute(
+                f"INSERT INTO {DB}.{name} VALUES " + ", ".join(row(i) for i in range(start, start + 1000))
+            )
+    db.execute(f"CREATE TABLE {DB}.{NO_KEY} (v INT, w INT)")
+    db.execute(f"INSERT INTO {DB}.{NO_KEY} VALUES " + ", ".join(f"({i}, {i % 7})" for i in range(500)))
+
+
+class Writer:
+    """Single-row updates, deletes and inserts on the keyed tables until stopped."""
+
+    def __init__(self, db: PrivateMariaDB) -> None:
+        self.db, self.stop, self.error, self.commits = db, threading.Event(), None, 0
+        self.latencies: list[float] = []  # seconds per autocommit statement
+
+    def run(self) -> None:
+        r = random.Random(15)
+        try:
+            with self.db.root_connection(DB) as conn, conn.cursor() as cur:
+                n = ROWS
+                while not self.stop.is_set():
+                    name = r.choice(sorted(TABLES))
+                    k = r.random()
+                    t0 = time.monotonic()
+                    if k < 0.5:
+                        cur.execute(f"UPDATE {name} SET v = v + 1000000 ORDER BY RAND() LIMIT 1")
+                    elif k < 0.7:
+                        cur.execute(f"DELETE FROM {name} ORDER BY RAND() LIMIT 1")
+                    else:
+                        n += 1
+                        cur.execute(f"INSERT IGNORE INTO {name} VALUES {TABLES[name][1](n)}")
+                    self.latencies.append(time.monotonic() - t0)
+                    self.commits += 1
+                    time.sleep(0.002)
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+
+def start_job(lake: Path, port: int, db: PrivateMariaDB, log: Path, cli: bool = False) -> subprocess.Popen:
+    command = ["pycanal.cli", "pipeline", "--progress", "1"] if cli else ["pycanal.spark.job"]
+    args = [
+        "--address", f"127.0.0.1:{port}", "--destination", "snap", "--filter", f"{DB}\\..*", "--lake", str(lake),
+        "--trigger", "500 milliseconds", "--master", "local[2]", "--snapshot", "initial",
+        "--source", f"{db.host}:{db.port}", "--source-user", db.repl_user, "--source-password", db.repl_password,
+        "--snapshot-chunk-rows", "200",
+    ]  # fmt: skip
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", *command, *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def snapshot_state(lake: Path) -> object:
+    """The ``snap`` part of the newest offset Spark logged."""
+    offsets = sorted((lake / "_checkpoint" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    if not offsets:
+        return None
+    return json.loads(offsets[-1].read_text().splitlines()[-1]).get("snap")
+
+
+def change_log(lake: Path) -> list[dict]:
+    out = []
+    for f in change_log_files(lake):
+        out += pq.read_table(f, columns=["op", "table", "pk", "position"]).to_pylist()
+    return out
+
+
+def rows_equal(db: PrivateMariaDB, lake: Path, table: str) -> str | None:
+    with db.root_connection(DB) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT * FROM {table}")
+        columns = [d[0] for d in cur.description]
+        source = sorted(json.dumps([normalize(v) for v in r], default=str) for r in cur.fetchall())
+    target_rows = DeltaTable(str(table_path(lake, DB, table))).to_pyarrow_table().to_pylist()
+    target = sorted(json.dumps([normalize(r[c]) for c in columns], default=str) for r in target_rows)
+    if source == target:
+        return None
+    diff = sorted(set(source) ^ set(target))[:3]
+    return f"{len(source)} source rows, {len(target)} target rows; differing: {diff}"
+
+
+def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(db: PrivateMariaDB, tmp_path: Path) -> None:
+    load(db)
+    db.flush_binary_logs()
+    db.execute(f"PURGE BINARY LOGS TO '{db.current_binlog()[0]}'")  # the preload's binlog is gone
+    start = db.current_binlog()
+    server = CanalServerWithEmbedded()
+    parser = {
+        "master_address": (db.host, db.port),
+        "username": db.repl_user,
+        "password": db.repl_password,
+        "master_position": EntryPosition(*start),
+        "filter": f"{DB}\\..*",
+    }
+    server.add_instance(
+        CanalInstance("snap", parser, store={"buffer_size": 16384}, meta_manager=MemoryMetaManager())
+    )
+    tcp = CanalTcpServer(server).start()
+    lake, log = tmp_path / "lake", tmp_path / "job.log"
+    writer = Writer(db)
+    thread = threading.Thread(target=writer.run)
+    job = start_job(lake, tcp.port, db, log)
+    try:
+        deadline = time.monotonic() + 180
+        thread.start()
+        while sum(1 for r in change_log(lake) if r["op"] == "READ") < 2000:  # well into the snapshot
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
+        assert snapshot_state(lake) != "done", "the snapshot ended before the driver was killed"
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        killed_at = ChangeLog(lake).batch_ids()[-1]
+        time.sleep(1)  # the writer goes on while no driver runs
+        job = start_job(lake, tcp.port, db, log, cli=True)
+        while snapshot_state(lake) != "done":
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.5)
+        writer.stop.set()
+        thread.join()
+        assert writer.error is None, writer.error
+        assert writer.commits > 100
+        lat = sorted(writer.latencies)
+        print(f"writer during the snapshot: {writer.commits} commits, p50 {lat[len(lat) // 2] * 1000:.1f} ms, "
+              f"p99 {lat[int(len(lat) * 0.99)] * 1000:.1f} ms, max {lat[-1] * 1000:.1f} ms")  # fmt: skip
+        end = db.current_binlog()
+        while True:  # the stream reaches the writer's last change, and the current state is applied
+            rows = change_log(lake)
+            last = max((r["position"]["file"], r["position"]["offset"]) for r in rows if r["op"] != "READ")
+            if last >= (end[0], end[1] - 200) and applied_batch_ids(lake) == ChangeLog(lake).batch_ids():
+                break
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.5)
+        time.sleep(2)
+        rows = change_log(lake)
+        assert ChangeLog(lake).batch_ids()[-1] > killed_at
+        for name in TABLES:
+            problem = rows_equal(db, lake, name)
+            assert problem is None, f"{name}: {problem}"
+        reads = [(r["table"], r["pk"]) for r in rows if r["op"] == "READ"]
+        keyed = [r for r in reads if r[0] != NO_KEY]
+        assert len(keyed) == len(set(keyed)), "a snapshot row was read twice"
+        assert len(reads) - len(keyed) == 500  # the table without a key: one chunk, change log only
+        assert {t for t, _ in keyed} == set(TABLES)
+        assert not (lake / "current" / DB / NO_KEY).exists()
+        changes = [(r["position"]["file"], r["position"]["offset"], r["position"]["row"])
+                   for r in rows if r["op"] in ("INSERT", "UPDATE", "DELETE")]  # fmt: skip
+        assert len(changes) == len(set(changes)), "a change appears twice in the change log"
+        assert len(changes) >= writer.commits * 0.5
+        assert "applied up to batch" in log.read_text()
+    finally:
+        writer.stop.set()
+        if thread.is_alive():
+            thread.join()
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGTERM)
+            try:
+                job.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.wait()
+        tcp.stop()
+        server.stop()
