@@ -1,6 +1,6 @@
-"""Snapshot readers: how fast one table's existing rows come out of the source, per reader.
+"""The initial snapshot: its readers, and a table's existing rows into the lake under load.
 
-    .venv/bin/python bench/snapshot.py   # --rows 1000000 --chunk-rows 50000 --processes 2
+    .venv/bin/python bench/snapshot.py   # --rows 1000000 --chunk-rows 50000 --processes 2 --rate 1000
 
 sysbench ``prepare`` fills one table of ``--rows`` rows (``sbtest1``: INT key, INT, CHAR(120),
 CHAR(60)) in a private MariaDB. Then, each alone on the idle source, the single-connection read
@@ -13,9 +13,15 @@ limits and pycanal's chunk reader:
 * the same + ``SnapshotRows`` into Arrow record batches (what a Spark executor yields);
 * that, the chunks spread over ``--processes`` processes (what executors do).
 
-Prints JSON: rows/s of each and ratios to the C client and to ``SSCursor``. This is the reader
-part of issue 15's benchmark; the lake part (Delta tables, a concurrent writer) comes with the
-Spark snapshot source.
+Then the lake (``--rate`` 0 skips it): sysbench ``oltp_write_only`` at ``--rate`` transactions/s
+alone for ``--writer-seconds`` (its rate alone, from the server's ``Com_commit``), then a
+``pycanal server`` (conf/'s store) and the job (``start_pipeline``, ``snapshot="initial"``,
+``--chunk-rows`` rows a chunk, local[2]) start while the writer keeps writing at that rate. The
+clock runs from the query's start to the offset that says the snapshot is done; then the lake
+is compared with the source (rows and sum of ``k``) until equal.
+
+Prints JSON: rows/s of each reader and ratios to the C client and to ``SSCursor``; the
+snapshot's rows/s into the Delta table, the writer's rate during it against its rate alone.
 """
 
 from __future__ import annotations
@@ -27,16 +33,21 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import e2e as e2e_bench  # noqa: E402
 import oltp as oltp_bench  # noqa: E402
 from pycanal.snapshot import describe, plan_chunks, read_chunk  # noqa: E402
 from pycanal.snapshot.reader import connect  # noqa: E402
+from pycanal.spark.current import table_path  # noqa: E402
+from pycanal.spark.job import spark_session, start_pipeline  # noqa: E402
 from pycanal.spark.rows import SnapshotRows  # noqa: E402
+from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB, _find_binary  # noqa: E402
 
 _T0 = time.monotonic()
@@ -93,13 +104,119 @@ def _part(args: tuple) -> int:
     return read_chunks(*args)
 
 
+def commits(db: PrivateMariaDB) -> int:
+    return int(db.query("SHOW GLOBAL STATUS LIKE 'Com_commit'")[0][1])
+
+
+def writer(db: PrivateMariaDB, rate: int, seconds: int) -> subprocess.Popen[bytes]:
+    cmd = ["sysbench", "oltp_write_only", "--db-driver=mysql", f"--mysql-socket={db.socket}", "--mysql-user=root",
+           f"--mysql-db={db.database}", "--tables=1", "--threads=4", f"--rate={rate}", f"--time={seconds}",
+           "--events=0", "run"]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def rate_of(db: PrivateMariaDB, seconds: float, done: Any = None) -> float:
+    """Transactions/s committed on the source over ``seconds`` (or until ``done()``)."""
+    c0, t0 = commits(db), time.monotonic()
+    while time.monotonic() - t0 < seconds and not (done and done()):
+        time.sleep(0.2)
+    return (commits(db) - c0) / (time.monotonic() - t0)
+
+
+def snapshot_state(lake: Path) -> Any:
+    offsets = sorted((lake / "_checkpoint" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+    return json.loads(offsets[-1].read_text().splitlines()[-1]).get("snap") if offsets else None
+
+
+def lake_equal(db: PrivateMariaDB, lake: Path, table: str) -> bool:
+    from deltalake import DeltaTable
+
+    ((count, ksum),) = db.query(f"SELECT COUNT(*), COALESCE(SUM(k), 0) FROM `{db.database}`.`{table}`")
+    try:
+        data = DeltaTable(str(table_path(lake, db.database, table))).to_pyarrow_table(columns=["k"])
+    except Exception:  # noqa: BLE001 - not there yet
+        return False
+    return (data.num_rows, sum(data.column("k").to_pylist())) == (count, int(ksum))
+
+
+def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Path) -> dict[str, Any]:
+    alone_proc = writer(db, args.rate, int(args.writer_seconds) + 5)
+    time.sleep(2)
+    alone = rate_of(db, args.writer_seconds)
+    alone_proc.terminate()
+    alone_proc.wait()
+    log(f"the writer alone: {alone:,.0f} txn/s")
+    port = free_port()
+    conf = tmp / "conf"
+    with (Path(__file__).resolve().parent.parent / "conf" / "canal.properties").open() as f:
+        shipped = "".join(line for line in f if line.startswith("canal.instance.memory."))
+    e2e_bench.write_conf(conf, db, port, db.current_binlog(), ".*", shipped)
+    server = e2e_bench.start_server(conf, port, tmp / "server.log")
+    spark = spark_session(tmp / "spark-tmp", "pycanal-snapshot-bench", master="local[2]")
+    lake = tmp / "lake"
+    proc = writer(db, args.rate, 3600)
+    try:
+        time.sleep(2)
+        (rows,) = db.query(f"SELECT COUNT(*) FROM `{db.database}`.`{table}`")[0]
+        t0 = time.monotonic()
+        pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", destination="bench",
+                                  filter=f"{db.database}\\..*",
+                                  snapshot="initial", source=f"{db.host}:{db.port}", source_user=db.repl_user,
+                                  source_password=db.repl_password, snapshot_chunk_rows=args.chunk_rows)  # fmt: skip
+        try:
+            during = rate_of(db, 3600, lambda: snapshot_state(lake) == "done" or pipeline.query.exception())
+            if pipeline.query.exception() is not None:
+                raise RuntimeError(f"the query failed: {pipeline.query.exception()}")
+            secs = time.monotonic() - t0
+            log(f"snapshot done after {secs:.1f} s; the writer meanwhile: {during:,.0f} txn/s")
+            proc.terminate()
+            proc.wait()
+            deadline = time.monotonic() + 600
+            while not lake_equal(db, lake, table):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the lake never equalled the source")
+                time.sleep(0.5)
+            equal_s = time.monotonic() - t0
+        finally:
+            pipeline.stop()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait()
+        spark.stop()
+        server.terminate()
+        server.wait(timeout=30)
+    return {
+        "rows_at_start": int(rows),
+        "snapshot_s": round(secs, 1),
+        "rows_per_s": round(int(rows) / secs),
+        "lake_equal_after_s": round(equal_s, 1),
+        "writer_rate": args.rate,
+        "writer_alone_txn_per_s": round(alone),
+        "writer_during_txn_per_s": round(during),
+        "writer_during_vs_alone": round(during / alone, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--chunk-rows", type=int, default=50_000)
     ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument(
+        "--rate", type=int, default=1000, help="the writer's txn/s during the lake run (0: no lake run)"
+    )
+    ap.add_argument(
+        "--writer-seconds", type=float, default=10.0, help="seconds the writer's rate alone is measured"
+    )
+    ap.add_argument("--skip-readers", action="store_true")
     args = ap.parse_args(argv)
-    with PrivateMariaDB() as db:
+    lake_run: dict[str, Any] | None = None
+    work: list[Any] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="pycanal-snapshot-") as tmp,
+        PrivateMariaDB(extra_args=["--innodb-buffer-pool-size=512M", "--innodb-log-file-size=256M"]) as db,
+    ):
         log(f"sysbench prepare: 1 x {args.rows:,} rows")
         oltp_bench.sysbench(db, "oltp_read_only", "prepare", "--tables=1", f"--table-size={args.rows}")
         table = "sbtest1"
@@ -113,6 +230,12 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{name}: {n / secs:,.0f} rows/s")
 
         c_client(db, table)  # warm the buffer pool
+        if args.rate:
+            lake_run = into_lake(args, db, table, Path(tmp))
+            log(f"lake: {lake_run}")
+        if args.skip_readers:
+            print(json.dumps({"lake": lake_run}, indent=2))
+            return 0
         record("mariadb_cli_quick", *timed(lambda: c_client(db, table)))
         record("pymysql_sscursor", *timed(lambda: sscursor(params, db.database, table)))
         work = chunks(params, db.database, table, args.chunk_rows)
@@ -134,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         "chunk_rows": args.chunk_rows,
         "chunks": len(work),
         "readers": results,
+        "lake": lake_run,
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),

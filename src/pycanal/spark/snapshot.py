@@ -73,6 +73,11 @@ def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | 
         raise ValueError(f"format('canal'): option snapshot must be 'initial' or 'never', got {mode!r}")
     if mode == "never":
         return None
+    if not options.get("filter"):
+        raise ValueError(
+            "format('canal'): snapshot=initial needs option filter: the tables to snapshot (the server's own "
+            "filter is not visible to a client)"
+        )
     source = options.get("source", "")
     host, _, port = source.rpartition(":")
     if not host or not port.isdigit():
