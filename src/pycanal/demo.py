@@ -7,9 +7,11 @@ Run with ``make demo`` (or ``python -m pycanal.demo [--seconds 30]``). It
    MariaDB, a free port and ``var/demo/data``);
 3. starts a Spark structured stream ``format("canal")`` -> ``foreachBatch(ChangeApplier)`` writing
    a change log (Parquet) and current-state Delta tables under ``var/demo/lake``;
-4. creates a small shop (customers, products, orders, order_items) and runs a timed workload of
-   inserts, updates and deletes with an ``ALTER TABLE`` in the middle, printing progress (rows
-   written, captured by the server, applied by Spark; the replication lag);
+4. the shop (customers, products, orders, order_items) already has rows, written before pycanal
+   starts: the stream first takes them with the initial snapshot (``snapshot="initial"``) while a
+   timed workload of inserts, updates and deletes with an ``ALTER TABLE`` in the middle runs,
+   printing progress (rows written, captured by the server, applied by Spark; the replication
+   lag; the snapshot);
 5. once Spark has applied everything, compares every table of the source with its current-state
    table: row count and a checksum over every value, which must be equal;
 6. prints how to query the tables.
@@ -32,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .spark.job import spark_session, start_pipeline
+from .spark.job import snapshot_progress, spark_session, start_pipeline
 from .testing._process import free_port
 from .testing.mariadb import PrivateMariaDB
 
@@ -61,13 +63,20 @@ def say(msg: str) -> None:
 class Workload:
     """Random shop traffic; ``rows`` counts the row changes written."""
 
-    def __init__(self, db: PrivateMariaDB, seconds: float, seed: int = 7) -> None:
+    def __init__(
+        self,
+        db: PrivateMariaDB,
+        seconds: float,
+        seed: int = 7,
+        ids: dict[str, int] | None = None,
+        alter: bool = True,
+    ) -> None:
         self.db, self.seconds, self.rnd = db, seconds, random.Random(seed)
         self.rows = 0
         self.done = threading.Event()
         self.error: BaseException | None = None
-        self.altered = False
-        self.ids = {t: 0 for t in TABLES}
+        self.alter, self.altered = alter, False  # an ALTER TABLE half-way; done
+        self.ids = dict(ids) if ids is not None else {t: 0 for t in TABLES}
 
     def run(self) -> None:
         try:
@@ -75,7 +84,7 @@ class Workload:
                 end = time.monotonic() + self.seconds
                 half = time.monotonic() + self.seconds / 2
                 while time.monotonic() < end:
-                    if not self.altered and time.monotonic() > half:
+                    if self.alter and not self.altered and time.monotonic() > half:
                         cur.execute("ALTER TABLE customers ADD COLUMN phone VARCHAR(20) AFTER email")
                         self.altered = True
                     self.rows += self.transaction(cur)
@@ -212,6 +221,9 @@ def scrape(port: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="pycanal's end-to-end demo")
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the workload runs")
+    ap.add_argument(
+        "--preload-seconds", type=float, default=10.0, help="the workload's run before pycanal starts"
+    )
     ap.add_argument("--conf", type=Path, default=CONF, help="the Canal conf dir (default: the shipped conf/)")
     args = ap.parse_args(argv)
     if not (args.conf / "canal.properties").is_file():
@@ -224,24 +236,36 @@ def main(argv: list[str] | None = None) -> int:
     say("1. starting a private MariaDB (ROW binlog, FULL row metadata) ...")
     with PrivateMariaDB(binlog_row_metadata="FULL") as db:
         say(f"   {db.version} on 127.0.0.1:{db.port}")
+        say(
+            f"   a shop that already has rows: {args.preload_seconds:.0f}s of orders before pycanal starts ..."
+        )
+        for ddl in SCHEMA:
+            db.execute(ddl)
+        history = Workload(db, args.preload_seconds, seed=1, alter=False)
+        history.run()
+        if history.error is not None:
+            raise history.error
+        existing = sum(db.query(f"SELECT COUNT(*) FROM shop.{t}")[0][0] for t in TABLES)
+        say(f"   {existing:,} rows in {len(TABLES)} tables")
         start = db.current_binlog()
         port, metrics = free_port(), free_port()
         say(f"2. starting `pycanal server --conf conf` (TCP 127.0.0.1:{port}, metrics :{metrics}) ...")
         server = start_server(db, start, port, metrics, args.conf)
         pipeline = spark = None
         try:
-            say("3. starting Spark (local[2]) and the stream format('canal') -> apply_changes ...")
+            say("3. starting Spark (local[2]) and the stream format('canal') -> apply_changes,")
+            say("   with the initial snapshot of the existing rows (snapshot='initial') ...")
             t0 = time.monotonic()
             spark = spark_session((ROOT / "spark-tmp").resolve(), "pycanal-demo")
-            pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", filter="shop\\..*")
+            pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", filter="shop\\..*",
+                                      snapshot="initial", source=f"{db.host}:{db.port}", source_user=db.repl_user,
+                                      source_password=db.repl_password, snapshot_chunk_rows=2000)  # fmt: skip
             query = pipeline.query
             say(f"   Spark ready in {time.monotonic() - t0:.0f}s")
             say(
-                f"4. shop schema + a {args.seconds:.0f}s workload (inserts, updates, deletes, one ALTER TABLE)"
+                f"4. a {args.seconds:.0f}s workload (inserts, updates, deletes, one ALTER TABLE) during the snapshot"
             )
-            for ddl in SCHEMA:
-                db.execute(ddl)
-            work = Workload(db, args.seconds)
+            work = Workload(db, args.seconds, ids=history.ids)
             threading.Thread(target=work.run, daemon=True).start()
             applied = 0
             seen: set[int] = set()
@@ -256,9 +280,10 @@ def main(argv: list[str] | None = None) -> int:
                 m = scrape(metrics)
                 captured = int(m.get("canal_instance_put_rows", 0))
                 lag = m.get("pycanal_instance_replication_lag_seconds", 0.0)
+                snapshot = snapshot_progress(query) or "-"
                 say(
                     f"   written {work.rows:>7,}  captured {captured:>7,}  applied {applied:>7,}  "
-                    f"lag {lag:4.1f}s{'  (ALTER TABLE done)' if work.altered else ''}"
+                    f"lag {lag:4.1f}s  snapshot {snapshot}{'  (ALTER TABLE done)' if work.altered else ''}"
                 )
                 if query.exception() is not None:
                     raise RuntimeError(f"the Spark query failed: {query.exception()}")
@@ -268,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                     deadline = deadline or time.monotonic() + 120
                     # Done when the server captured nothing new since the last poll and Spark
                     # applied every captured row change (its rows also count the DDL statements).
-                    if captured == last_captured and applied >= captured:
+                    if captured == last_captured and applied >= captured and snapshot == "done":
                         break
                     last_captured = captured
                     if time.monotonic() > deadline:

@@ -14,6 +14,7 @@ cluster (``spark://host:7077``); under ``spark-submit``, ``--master ''`` leaves 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -131,9 +132,27 @@ def start_pipeline(
     return Pipeline(query, applier)
 
 
+def snapshot_progress(query: Any) -> str | None:
+    """``"done"``, ``"N tables left, at db.table"`` or None (no snapshot): from the end offset
+    of the query's last micro-batch."""
+    for progress in reversed(query.recentProgress):
+        for source in progress.get("sources", []):
+            end = source.get("endOffset")
+            try:
+                snap = (json.loads(end) if isinstance(end, str) else end or {}).get("snap")
+            except (ValueError, AttributeError):
+                continue
+            if snap == "done":
+                return "done"
+            if isinstance(snap, dict):
+                left = snap.get("left", [])
+                return f"{len(left)} tables left" + (f", at {left[0][0]}.{left[0][1]}" if left else "")
+    return None
+
+
 def progress_line(pipeline: Pipeline, lake: str | Path) -> str:
     """One line of progress: micro-batches and rows taken, the last batch applied to the current
-    state and how far behind the source it is."""
+    state and how far behind the source it is (and the initial snapshot's progress)."""
     from .apply import last_applied
 
     q = pipeline.query
@@ -145,11 +164,13 @@ def progress_line(pipeline: Pipeline, lake: str | Path) -> str:
         if applied and applied.get("source_time")
         else "-"
     )
+    snapshot = snapshot_progress(q)
     return (
         f"batch {last.get('batchId', '-')}: {last.get('numInputRows', 0)} rows in "
         f"{last.get('durationMs', {}).get('addBatch', 0)} ms; {rows} rows in the last "
         f"{len(q.recentProgress)} batches; applied up to batch "
         f"{applied['batch_id'] if applied else '-'} ({behind})"
+        + (f"; snapshot {snapshot}" if snapshot else "")
     )
 
 
