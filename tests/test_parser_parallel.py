@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pycanal.parse.eventfilter import EventFilters
+from pycanal.parse.filter import RegexFilter, TableFilter
 from pycanal.parse.index import MemoryLogPositionManager
 from pycanal.parse.parser import MysqlEventParser
 from pycanal.parse.position import EntryPosition
@@ -248,3 +249,42 @@ def test_parallel_stop_leaves_no_worker(db: PrivateMariaDB, tmp_path: Path) -> N
     assert parser._worker is None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["inline", "parallel"])
+def test_a_subscription_filter_change_reaches_the_parser(
+    db: PrivateMariaDB, tmp_path: Path, parallel: bool
+) -> None:
+    """A client subscribing with another filter replaces the white list (Canal's subscribeChange):
+    the events parsed from then on follow it, in the second process too, and a table's cached
+    verdict does not outlive the list it was taken from."""
+    schema = f"pp_f{int(parallel)}"
+    db.execute(f"CREATE DATABASE IF NOT EXISTS {schema}")
+    db.execute(f"CREATE TABLE {schema}.a (id INT PRIMARY KEY)")
+    db.execute(f"CREATE TABLE {schema}.b (id INT PRIMARY KEY)")
+    file, pos = db.current_binlog()
+    sink = RecordSink()
+    filt = TableFilter(f"{schema}\\.a")
+    parser = make_parser(db, sink, tmp_path, f"filter{parallel}", master_position=EntryPosition(file, pos),
+                         parallel=parallel, filter=filt, event_filters=EventFilters(query_dml=True))  # fmt: skip
+
+    def tables() -> list[str]:
+        out = []
+        for raw, *_ in sink.records:
+            e = pb.Entry.FromString(raw)
+            if e.entryType == pb.ROWDATA:
+                out.append(e.header.tableName)
+        return out
+
+    parser.start()
+    try:
+        db.execute(f"INSERT INTO {schema}.a VALUES (1)")
+        db.execute(f"INSERT INTO {schema}.b VALUES (1)")
+        wait_for(lambda: sink.ends() >= 2)
+        filt.white = RegexFilter(f"{schema}\\.(a|b)", True)  # what CanalInstance.subscribe_change does
+        db.execute(f"INSERT INTO {schema}.b VALUES (2)")
+        db.execute(f"INSERT INTO {schema}.a VALUES (2)")
+        wait_for(lambda: sink.ends() >= 4)
+    finally:
+        parser.stop()
+    assert tables() == ["a", "b", "a"]

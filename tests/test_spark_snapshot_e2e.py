@@ -80,8 +80,9 @@ def load(db: PrivateMariaDB) -> None:
 class Writer:
     """Single-row updates, deletes and inserts on the keyed tables until stopped."""
 
-    def __init__(self, db: PrivateMariaDB) -> None:
+    def __init__(self, db: PrivateMariaDB, tables: tuple[str, ...] = tuple(TABLES)) -> None:
         self.db, self.stop, self.error, self.commits = db, threading.Event(), None, 0
+        self.tables = sorted(tables)
         self.latencies: list[float] = []  # seconds per autocommit statement
 
     def run(self) -> None:
@@ -90,7 +91,7 @@ class Writer:
             with self.db.root_connection(DB) as conn, conn.cursor() as cur:
                 n = ROWS
                 while not self.stop.is_set():
-                    name = r.choice(sorted(TABLES))
+                    name = r.choice(self.tables)
                     k = r.random()
                     t0 = time.monotonic()
                     if k < 0.5:
@@ -146,7 +147,10 @@ def rows_equal(db: PrivateMariaDB, lake: Path, table: str) -> str | None:
         cur.execute(f"SELECT * FROM {table}")
         columns = [d[0] for d in cur.description]
         source = sorted(json.dumps([normalize(v) for v in r], default=str) for r in cur.fetchall())
-    target_rows = DeltaTable(str(table_path(lake, DB, table))).to_pyarrow_table().to_pylist()
+    path = table_path(lake, DB, table)
+    if not path.exists():
+        return "no current-state table yet"
+    target_rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
     target = sorted(json.dumps([normalize(r[c]) for c in columns], default=str) for r in target_rows)
     if source == target:
         return None
@@ -236,5 +240,95 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(db: PrivateMariaDB,
             except subprocess.TimeoutExpired:
                 os.killpg(job.pid, signal.SIGKILL)
                 job.wait()
+        tcp.stop()
+        server.stop()
+
+
+def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB, tmp_path: Path) -> None:
+    """The pipeline streams t_int only; t_ubig, with rows, joins its filter: ``pycanal snapshot``
+    asks for it, and after the restart with the wider filter the lake has t_ubig whole, while a
+    writer changes both tables."""
+    db.execute(f"CREATE DATABASE {DB}")
+    start = db.current_binlog()
+    server = CanalServerWithEmbedded()
+    parser = {
+        "master_address": (db.host, db.port),
+        "username": db.repl_user,
+        "password": db.repl_password,
+        "master_position": EntryPosition(*start),
+    }
+    server.add_instance(
+        CanalInstance("snap", parser, store={"buffer_size": 16384}, meta_manager=MemoryMetaManager())
+    )
+    tcp = CanalTcpServer(server).start()
+    lake, log = tmp_path / "lake", tmp_path / "job.log"
+    for name in ("t_int", "t_ubig"):
+        columns, row = TABLES[name]
+        db.execute(f"CREATE TABLE {DB}.{name} ({columns})")
+        db.execute(f"INSERT INTO {DB}.{name} VALUES " + ", ".join(row(i) for i in range(1000)))
+
+    def job(filter_regex: str) -> subprocess.Popen:
+        args = [
+            "--address", f"127.0.0.1:{tcp.port}", "--destination", "snap", "--filter", filter_regex,
+            "--lake", str(lake), "--trigger", "500 milliseconds", "--master", "local[2]",
+            "--source", f"{db.host}:{db.port}", "--source-user", db.repl_user,
+            "--source-password", db.repl_password, "--snapshot-chunk-rows", "300",
+        ]  # fmt: skip
+        with log.open("ab") as out:
+            return subprocess.Popen([sys.executable, "-m", "pycanal.spark.job", *args], stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+    def stop(p: subprocess.Popen) -> None:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+    first = job(f"{DB}\\.t_int")
+    second = None
+    writer = Writer(db, ("t_int", "t_ubig"))
+    thread = threading.Thread(target=writer.run)
+    try:
+        deadline = time.monotonic() + 240
+        while rows_equal(db, lake, "t_int") is not None:  # t_int streams in (its CREATE and rows)
+            assert time.monotonic() < deadline and first.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.5)
+        stop(first)
+        ask = subprocess.run([sys.executable, "-m", "pycanal.cli", "snapshot", "--lake", str(lake), f"{DB}.t_ubig"],
+                             capture_output=True, text=True)  # fmt: skip
+        assert ask.returncode == 0 and "requested: snapdb.t_ubig" in ask.stdout, ask.stderr
+        thread.start()  # the writer changes both tables from now on
+        second = job(f"{DB}\\.(t_int|t_ubig)")
+        while not (lake / "current" / DB / "t_ubig").exists() or snapshot_state(lake) != "done":
+            assert time.monotonic() < deadline and second.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.5)
+        writer.stop.set()
+        thread.join()
+        assert writer.error is None, writer.error
+        end = db.current_binlog()
+        while True:
+            rows = change_log(lake)
+            last = max((r["position"]["file"], r["position"]["offset"]) for r in rows if r["op"] != "READ")
+            if last >= (end[0], end[1] - 200) and applied_batch_ids(lake) == ChangeLog(lake).batch_ids():
+                break
+            assert time.monotonic() < deadline and second.poll() is None, (last, end, writer.commits)
+            time.sleep(0.5)
+        time.sleep(2)
+        for name in ("t_int", "t_ubig"):
+            problem = rows_equal(db, lake, name)
+            assert problem is None, f"{name}: {problem}"
+        reads = [r["table"] for r in change_log(lake) if r["op"] == "READ"]
+        assert set(reads) == {"t_ubig"} and len(reads) >= 1000
+        assert not list((lake / "_pycanal" / "snapshot-requests").glob("*.json")), "the request was not taken"
+    finally:
+        writer.stop.set()
+        if thread.is_alive():
+            thread.join()
+        stop(first)
+        if second is not None:
+            stop(second)
         tcp.stop()
         server.stop()

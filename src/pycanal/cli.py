@@ -354,6 +354,26 @@ def pipeline(
     raise typer.Exit(code)
 
 
+@app.command("snapshot")
+def snapshot(
+    lake: Annotated[
+        Path, typer.Option("--lake", help="The lake of a running pipeline (started with --source).")
+    ],
+    tables: Annotated[list[str], typer.Argument(help="Tables to snapshot again, as db.table.")],
+) -> None:
+    """Ask a running pipeline to snapshot tables again while it streams (a table newly added to
+    its filter, or one to read afresh): taken at its next micro-batch."""
+    from .spark.job import snapshot_requests
+    from .spark.snapshot import request_snapshot
+
+    try:
+        path = request_snapshot(snapshot_requests(lake), tables)
+    except ValueError as exc:
+        typer.echo(f"pycanal: error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"requested: {', '.join(tables)} ({path})")
+
+
 @app.command("lag")
 def lag(
     lake: Annotated[Path, typer.Option("--lake", help="The lake of a pipeline.")],

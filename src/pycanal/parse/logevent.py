@@ -51,6 +51,7 @@ class LogEventConvert:
         self.warn = warn
         self.skipped_table_errors = 0
         self._verdicts: dict[tuple[str, str], bool] = {}
+        self._verdicts_of = (table_filter.white, table_filter.black)  # a subscription replaces them
         # MariaDB's SQL behind rows events goes through unfiltered when nothing reads its Header.
         self._annotations_pass = not self.fields and not event_filters.drops_queries
 
@@ -90,6 +91,10 @@ class LogEventConvert:
             )
             return False
         name = (tm.schema, tm.table)
+        f = self.table_filter
+        if f.white is not self._verdicts_of[0] or f.black is not self._verdicts_of[1]:
+            self._verdicts.clear()
+            self._verdicts_of = (f.white, f.black)
         accepted = self._verdicts.get(name)
         if accepted is None:
             accepted = self._verdicts[name] = self.table_filter.accepts(*name)

@@ -46,6 +46,7 @@ from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.tablemap import TableMap
 from pycanal.heap import settle
+from pycanal.parse.filter import RegexFilter
 from pycanal.parse.logevent import LogEventConvert
 from pycanal.parse.pool import _close_fds_but, _pipe_size
 from pycanal.store.event import Event
@@ -96,6 +97,8 @@ class ConvertWorker:
     ) -> None:
         self.chunk_events, self.chunk_bytes = chunk_events, chunk_bytes
         self._records = convert.records  # the transaction frames, converted here
+        self._filter = convert.table_filter  # a subscription may replace its lists: shipped then
+        self._filter_sent = (self._filter.white, self._filter.black)
         self._gtid_state = convert.converter.entries.gtid_set is not None  # the worker's Headers need it
         self.warn = warn
         self.skipped_table_errors = 0
@@ -181,7 +184,11 @@ class ConvertWorker:
         if self._error is not None:
             return  # the worker stopped: take() raises its error
         if self._datas:
-            msg = pickle.dumps((self._datas, self._positions, self._metas), _PICKLE)
+            f, lists = self._filter, None
+            if (f.white, f.black) != self._filter_sent:
+                self._filter_sent = (f.white, f.black)
+                lists = (f.white.pattern, f.black.pattern)
+            msg = pickle.dumps((self._datas, self._positions, self._metas, lists), _PICKLE)
             chunk = (len(msg), self._owns)
             self._datas, self._positions, self._metas, self._owns, self._bytes = [], [], [], [], 0
             # Bytes in the pipe are never more than the unanswered chunks: with room for this
@@ -318,9 +325,12 @@ def _serve(jobs: Connection, results: Connection, convert: LogEventConvert, deco
     rotate, gtid = ev.RotateEvent, ev.GtidEvent
     while True:
         try:
-            datas, positions, metas = pickle.loads(jobs.recv_bytes())
+            datas, positions, metas, lists = pickle.loads(jobs.recv_bytes())
         except (EOFError, OSError):
             return
+        if lists is not None:  # the subscription's filter, from these events on
+            convert.table_filter.white = RegexFilter(lists[0], True)
+            convert.table_filter.black = RegexFilter(lists[1], False)
         for item in metas:
             if item == _RESET:
                 known.clear()

@@ -80,9 +80,12 @@ from .snapshot import (
     SnapshotOptions,
     SnapshotPartition,
     SnapshotPlanner,
+    commit_signals,
     read_snapshot_partition,
+    snap_after,
     snapshot_options,
     snapshot_partitions,
+    snapshot_step,
 )
 
 __all__ = ["CanalDataSource", "CanalPartition", "CanalStreamReader"]
@@ -632,8 +635,10 @@ class CanalStreamReader(DataSourceStreamReader):
             raise ValueError(
                 f"format('canal') supports no read limit but its batchSize and batchBytes, got {limit!r}"
             )
-        if self.opts.snapshot is not None and "snap" not in start and start.get("file", "") == "":
-            return {**start, "snap": self._snapshot(start)}  # the snapshot's first batch: no stream
+        if self.opts.snapshot is not None:
+            step = snapshot_step(self.opts.snapshot, self._snapshot_planner(), start)
+            if step is not None:
+                return step  # tables declared: nothing of the stream in this micro-batch
         feed = self._runner()
         feed.sync(self._offset(start))
         end, idle = feed.plan()
@@ -646,22 +651,14 @@ class CanalStreamReader(DataSourceStreamReader):
         else:
             out = dict(start)
         if self.opts.snapshot is not None:
-            out["snap"] = self._snapshot(start)
+            out["snap"] = snap_after(self._snapshot_planner(), start)
         return out
 
-    def _snapshot(self, start: dict[str, Any]) -> Any:
-        """The snapshot state after the next micro-batch: ``"done"``, or the tables left and the
-        chunks it reads. A query that starts from a checkpoint without one takes no snapshot."""
-        prev = start.get("snap")
-        if prev == "done" or (prev is None and start.get("file", "") != ""):
-            return "done"
+    def _snapshot_planner(self) -> SnapshotPlanner:
         if self._planner is None:
             assert self.opts.snapshot is not None
             self._planner = SnapshotPlanner(self.opts.snapshot, self.accepts)
-        if prev is None:
-            return self._planner.start()
-        after = self._planner.advance(prev)
-        return "done" if after is None else after
+        return self._planner
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[CanalPartition]:
         first, last = self._offset(start), self._offset(end)
@@ -689,6 +686,8 @@ class CanalStreamReader(DataSourceStreamReader):
     def commit(self, end: dict[str, Any]) -> None:
         if self._feed is not None and self._feed.connected:
             self._feed.ack(self._offset(end).key)
+        if self.opts.snapshot is not None:
+            commit_signals(self.opts.snapshot, end)
 
     def stop(self) -> None:
         """Disconnect. Spark may end the runner without calling this: its exit closes the

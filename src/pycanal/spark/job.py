@@ -99,7 +99,8 @@ def start_pipeline(
     ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
     MERGEd at once; ``maintenance``: their upkeep, default ``Maintenance()``; ``snapshot``
     ``"initial"``: the existing rows of the filter's tables first, read from ``source``
-    (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot``)."""
+    (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot``; with a ``source`` the
+    pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``)."""
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
@@ -113,9 +114,10 @@ def start_pipeline(
         reader = reader.option("batchSize", str(batch_size))
     if batch_bytes:
         reader = reader.option("batchBytes", str(batch_bytes))
-    if snapshot != "never":
+    if snapshot != "never" or source:
         reader = reader.option("snapshot", snapshot).option("source", source)
         reader = reader.option("sourceUser", source_user).option("sourcePassword", source_password)
+        reader = reader.option("snapshotSignals", str(snapshot_requests(lake)))
         if snapshot_chunk_rows:
             reader = reader.option("snapshotChunkRows", str(snapshot_chunk_rows))
     applier = ChangeApplier(
@@ -130,6 +132,11 @@ def start_pipeline(
     )
     settle()  # the driver: Spark, py4j and pyarrow alive for the query's life
     return Pipeline(query, applier)
+
+
+def snapshot_requests(lake: str | Path) -> Path:
+    """Where a pipeline into ``lake`` takes ad-hoc snapshot requests from."""
+    return Path(lake).resolve() / "_pycanal" / "snapshot-requests"
 
 
 def snapshot_progress(query: Any) -> str | None:

@@ -24,7 +24,11 @@ them and end on the same rows (docs/snapshot.md).
 from __future__ import annotations
 
 import base64
+import json
+import os
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -50,9 +54,13 @@ __all__ = [
     "SnapshotOptions",
     "SnapshotPartition",
     "SnapshotPlanner",
+    "commit_signals",
     "read_snapshot_partition",
+    "request_snapshot",
+    "snap_after",
     "snapshot_options",
     "snapshot_partitions",
+    "snapshot_step",
 ]
 
 
@@ -63,27 +71,28 @@ class SnapshotOptions(NamedTuple):
     password: str
     chunk_rows: int
     parallelism: int
+    initial: bool  # snapshot=initial
+    signals: Path | None  # the directory of ad-hoc snapshot requests
 
 
 def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | None:
     """The snapshot options (``options``: lower-case keys; ``number(options, name, default)``
-    reads a positive integer), None with ``snapshot=never``."""
+    reads a positive integer), None when the query takes no snapshot (no ``source``)."""
     mode = options.get("snapshot", "never").lower()
     if mode not in ("initial", "never"):
         raise ValueError(f"format('canal'): option snapshot must be 'initial' or 'never', got {mode!r}")
-    if mode == "never":
+    source = options.get("source", "")
+    if mode == "never" and not source:
         return None
     if not options.get("filter"):
         raise ValueError(
-            "format('canal'): snapshot=initial needs option filter: the tables to snapshot (the server's own "
-            "filter is not visible to a client)"
+            "format('canal'): a snapshot (options snapshot, source) needs option filter: the tables it may "
+            "read (the server's own filter is not visible to a client)"
         )
-    source = options.get("source", "")
     host, _, port = source.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(
-            f"format('canal'): snapshot=initial needs option source as HOST:PORT, got {source!r}"
-        )
+        raise ValueError(f"format('canal'): a snapshot needs option source as HOST:PORT, got {source!r}")
+    signals = options.get("snapshotsignals")
     return SnapshotOptions(
         host.strip("[]"),
         int(port),
@@ -91,7 +100,95 @@ def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | 
         options.get("sourcepassword", ""),
         number(options, "snapshotChunkRows", 20_000),
         number(options, "snapshotParallelism", 2),
+        mode == "initial",
+        Path(signals) if signals else None,
     )
+
+
+def request_snapshot(signals: str | Path, tables: list[str]) -> Path:
+    """Ask a running query for an ad-hoc snapshot of ``tables`` (``db.table`` names): a request
+    file in its ``snapshotSignals`` directory, taken at its next micro-batch."""
+    names = []
+    for t in tables:
+        schema, dot, table = t.partition(".")
+        if not dot or not schema or not table:
+            raise ValueError(f"a table to snapshot is db.table, got {t!r}")
+        names.append([schema, table])
+    directory = Path(signals)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{time.time_ns():020d}-{os.getpid()}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"tables": names}))
+    os.replace(tmp, path)  # whole or not at all: the runner reads only *.json
+    return path
+
+
+def _requests(opts: SnapshotOptions, taken: list[str]) -> list[tuple[str, list[list[str]]]]:
+    """The request files not taken yet: (name, tables), oldest first."""
+    if opts.signals is None or not opts.signals.is_dir():
+        return []
+    out = []
+    for path in sorted(opts.signals.glob("*.json")):
+        if path.name in taken:
+            continue
+        try:
+            tables = json.loads(path.read_text())["tables"]
+            out.append((path.name, [[str(s), str(t)] for s, t in tables]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f"snapshot request {path}: not a JSON object with tables [[db, table], ...]: {exc}"
+            ) from None
+    return out
+
+
+def snapshot_step(
+    opts: SnapshotOptions, planner: SnapshotPlanner, start: dict[str, Any]
+) -> dict[str, Any] | None:
+    """A micro-batch that declares tables and reads nothing of the stream (the initial snapshot's
+    first; one that takes ad-hoc requests), or None: the stream's next batch (see ``snap_after``)."""
+    prev = start.get("snap")
+    if prev is None and start.get("file", "") == "" and opts.initial:
+        return {**start, "snap": planner.start()}
+    state = prev if isinstance(prev, dict) else {"left": [], "lower": None}
+    taken = [n for n in state.get("signals", []) if opts.signals is not None and (opts.signals / n).exists()]
+    requests = _requests(opts, taken)
+    if not requests:
+        return None
+    tables = [t for _, ts in requests for t in ts if planner.accepts is None or planner.accepts.accepts(*t)]
+    left = state.get("left", [])
+    snap = {
+        "left": left + [t for t in tables if t not in left],
+        "lower": state.get("lower"),
+        "schema": tables,
+        "signals": taken + [n for n, _ in requests],
+    }
+    return {**start, "snap": snap}
+
+
+def snap_after(planner: SnapshotPlanner, start: dict[str, Any]) -> Any:
+    """The snapshot state after the stream's next micro-batch: ``"done"``, or the tables left and
+    the chunks it reads (and the request files taken, until their deletion is seen)."""
+    prev = start.get("snap")
+    if not isinstance(prev, dict):
+        return "done"
+    after = planner.advance(prev)
+    signals = [
+        n for n in prev.get("signals", []) if planner.opts.signals and (planner.opts.signals / n).exists()
+    ]
+    if after is None:
+        return {"left": [], "lower": None, "signals": signals} if signals else "done"
+    if signals:
+        after["signals"] = signals
+    return after
+
+
+def commit_signals(opts: SnapshotOptions, end: dict[str, Any]) -> None:
+    """Delete the request files a committed micro-batch has taken."""
+    snap = end.get("snap")
+    if opts.signals is None or not isinstance(snap, dict):
+        return
+    for name in snap.get("signals", []):
+        (opts.signals / name).unlink(missing_ok=True)
 
 
 # Key values in offsets: JSON-able (a bytes value as {"b64": ...}).
@@ -142,6 +239,9 @@ class SnapshotPlanner:
         read: list[list] = []
         while left and len(read) < self.opts.parallelism:
             schema, name = left[0]
+            if lower is None:  # a table starts: as it is now (a re-snapshot may follow a DDL)
+                self._tables.pop((schema, name), None)
+                self._steps.pop((schema, name), None)
             table = self._table(schema, name)
             upper = self._upper(table, lower) if table is not None else None
             if table is not None:
