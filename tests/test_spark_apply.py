@@ -591,3 +591,62 @@ def test_a_snapshot_chunk_read_after_a_ddl_the_stream_has_not_brought_yet(tmp_pa
     del image["name"]  # read after a DROP COLUMN name the stream has not brought yet
     applier(arrow_rows([row("READ", 900, None, {**image, "extra": 6})]), 2)
     assert current_rows(tmp_path, "shop", "item", "sku, n")[1] == [(b"a", 1, "x", 5), (b"b", 1, None, 6)]
+
+
+def test_all_types_from_a_snapshot_equal_the_source(
+    mariadb: PrivateMariaDB, all_types: tuple, tmp_path: Path
+) -> None:
+    """The all-types table read by the snapshot (its CREATE TABLE from SHOW CREATE TABLE, then
+    chunks of READ rows) instead of its binlog: the lake holds the source's values."""
+    from pycanal.snapshot import describe, plan_chunks, read_chunk, read_schema
+    from pycanal.snapshot.reader import connect
+    from pycanal.spark.rows import SnapshotRows
+
+    db, _ = all_types
+    p = mariadb.repl_params()
+    with connect(p["host"], p["port"], p["user"], p["password"]) as conn:
+        reads: list[Any] = [read_schema(conn, [(db, "t_all_types")])]
+        t = describe(conn, db, "t_all_types")
+        reads += [read_chunk(conn, t, c) for c in plan_chunks(conn, t, 13)]
+    rows = list(SnapshotRows().rows(reads))
+    assert [r.op for r in rows[:2]] == ["DDL", "READ"] and len(reads) > 3
+    apply_in_batches(tmp_path, rows, 2, zero_dates="null")
+    assert assert_same_as_source(mariadb, tmp_path, db, workload.ALL_TYPES) > 40
+
+
+def test_the_stream_before_a_snapshot_declaration_is_left_to_the_chunks(tmp_path: Path) -> None:
+    """The snapshot declares a table with its schema at position 1000 (SHOW CREATE TABLE there);
+    the stream still brings older rows (the old schema) and the ALTER that made the new one:
+    both are in the snapshot already, so the current state skips them and takes the chunks' rows
+    and the stream after 1000."""
+    from pycanal.spark.rows import SNAPSHOT_DDL
+
+    def ddl(offset: int, sql: str) -> ChangeRow:
+        return row("INSERT", offset, None, item(b"z", 1, "z"))._replace(
+            op="DDL", pk=None, after=None, sql=sql, sql_database="shop"
+        )
+
+    create = (SNAPSHOT_DDL + "CREATE TABLE IF NOT EXISTS `item` (`sku` varbinary(8) NOT NULL, `n` int(11) NOT NULL, "
+              "`name` varchar(20), `extra` int(11) NOT NULL DEFAULT 5, PRIMARY KEY (`sku`, `n`))")  # fmt: skip
+    applier = ChangeApplier(tmp_path)
+    applier(arrow_rows([ddl(1000, create)]), 0)
+    applier(
+        arrow_rows([
+            row("INSERT", 500, None, item(b"a", 1, "old")),  # the old schema: 3 columns
+            ddl(600, "ALTER TABLE item ADD COLUMN extra INT NOT NULL DEFAULT 5"),
+            row("READ", 1200, None, {**item(b"a", 1, "read"), "extra": 5}),
+            row("INSERT", 1300, None, {**item(b"b", 1, "new"), "extra": 6}),
+        ]),
+        1,
+    )  # fmt: skip
+    assert current_rows(tmp_path, "shop", "item", "sku, n") == (
+        ["sku", "n", "name", "extra"], [(b"a", 1, "read", 5), (b"b", 1, "new", 6)]
+    )  # fmt: skip
+    record = json.loads((tmp_path / "_pycanal" / "applied" / f"{1:020d}.json").read_text())
+    assert record["warnings"] == [
+        "DDL at mysql-bin.000007:600 skipped: the snapshot's schema of shop.item is later"
+    ]
+    # A new applier (a restarted job) knows the declaration from the saved schema model.
+    again = ChangeApplier(tmp_path)
+    again(arrow_rows([row("UPDATE", 900, item(b"b", 1, "new"), item(b"b", 1, "older"))]), 2)
+    assert current_rows(tmp_path, "shop", "item", "sku, n")[1] == [(b"a", 1, "read", 5), (b"b", 1, "new", 6)]

@@ -131,7 +131,7 @@ class ChangeApplier:
         self.apply_threads = apply_threads
         self.maintenance = maintenance if maintenance is not None else Maintenance()
         self._tables: dict[str, Any] = {}  # open current-state tables, kept between batches
-        self._models: dict[int, SchemaModel] = {}
+        self._models: dict[int, tuple[SchemaModel, dict[str, list]]] = {}  # and the snapshot's declarations
         self._state = self.root / "_pycanal"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-apply") if background else None
         self._pending: Future[None] | None = None
@@ -195,7 +195,7 @@ class ChangeApplier:
         warnings: list[str] = []
         if table.num_rows:
             rows = _rows(table)
-            model = self._model(schema_batch, rows)
+            model, declared = self._model(schema_batch, rows)
             state = CurrentState(
                 self.root,
                 batch_id,
@@ -207,12 +207,14 @@ class ChangeApplier:
                 threads=self.apply_threads,
                 tables=self._tables,
                 maintenance=self.maintenance,
+                declared=declared,
             )
             state.apply(rows)
             warnings = state.warnings
             if schema_batch is None or "DDL" in rows.op:
-                write_atomic(self._schema_file(batch_id), json.dumps(model.to_json()).encode())
-                self._models = {batch_id: model}
+                saved = {**model.to_json(), "snapshot_declared": declared}
+                write_atomic(self._schema_file(batch_id), json.dumps(saved).encode())
+                self._models = {batch_id: (model, declared)}
                 schema_batch = batch_id
         for w in warnings:
             log.warning("micro-batch %d: %s", batch_id, w)
@@ -227,21 +229,24 @@ class ChangeApplier:
     def _schema_file(self, batch_id: int) -> Path:
         return self._state / "schema" / f"{batch_id:020d}.json"
 
-    def _model(self, schema_batch: int | None, rows: BatchRows) -> SchemaModel:
-        """The model in force before the batch (a copy when the batch's DDL will change it)."""
+    def _model(self, schema_batch: int | None, rows: BatchRows) -> tuple[SchemaModel, dict[str, list]]:
+        """The model in force before the batch, and the tables the snapshot declared (where);
+        copies when the batch's DDL will change them."""
         if schema_batch is None:
             if self.schema is not None:
-                return self.schema.copy()
+                return self.schema.copy(), {}
             if self.schema_ddl is not None:
-                return model_from_ddl(self.schema_ddl)
+                return model_from_ddl(self.schema_ddl), {}
             if self.schema_history is not None:
-                return model_at(self.schema_history, rows.file[0], rows.offset[0])
-            return SchemaModel()
-        model = self._models.get(schema_batch)
-        if model is None:
-            model = SchemaModel.from_json(json.loads(self._schema_file(schema_batch).read_text()))
-            self._models = {schema_batch: model}
-        return model.copy() if "DDL" in rows.op else model
+                return model_at(self.schema_history, rows.file[0], rows.offset[0]), {}
+            return SchemaModel(), {}
+        cached = self._models.get(schema_batch)
+        if cached is None:
+            saved = json.loads(self._schema_file(schema_batch).read_text())
+            cached = (SchemaModel.from_json(saved), saved.get("snapshot_declared", {}))
+            self._models = {schema_batch: cached}
+        model, declared = cached
+        return (model.copy(), dict(declared)) if "DDL" in rows.op else (model, declared)
 
     # ------------------------------------------------------------------ step journal
     def _done_step(self, batch_id: int) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
@@ -51,6 +52,7 @@ from pycanal.parse.ddl import (
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 
 from .maintenance import Maintenance
+from .rows import SNAPSHOT_DDL
 from .types import (
     ArrowValues,
     ColumnTypeError,
@@ -144,6 +146,15 @@ class BatchRows:
                 strict=True,
             )
         )
+
+
+_BINLOG_FILE = re.compile(r"(.*)\.(\d+)")
+
+
+def _order(file: str, offset: int) -> tuple[str, int, int]:
+    """A binlog position as a sortable key (the file's sequence number as a number)."""
+    m = _BINLOG_FILE.fullmatch(file)
+    return (m.group(1), int(m.group(2)), offset) if m else (file, -1, offset)
 
 
 def _segment(name: str) -> str:
@@ -247,8 +258,12 @@ class CurrentState:
         threads: int = 1,
         tables: dict[str, DeltaTable] | None = None,
         maintenance: Maintenance | None = None,
+        declared: dict[str, list] | None = None,
     ) -> None:
         self.root = Path(target_dir)
+        # "db.table" -> [file, offset] of the snapshot's CREATE TABLE (SNAPSHOT_DDL): the schema
+        # there; the stream's changes before it are in the snapshot's chunks (read after it)
+        self.declared = declared if declared is not None else {}
         self.threads = threads
         self.tables = tables if tables is not None else {}
         self.maintenance = maintenance
@@ -292,8 +307,39 @@ class CurrentState:
                 last_ddl = (at, sql)
                 self._flush(rows, start, i)
                 start = i
-                self._ddl(sql or "", session_db, f"{at[0]}:{at[1]}")
+                where = f"{at[0]}:{at[1]}"
+                if sql and sql.startswith(SNAPSHOT_DDL):
+                    self._ddl(sql, session_db, where)  # IF NOT EXISTS: a table the model has stays
+                    name = f"{rows.columns['database'][i].as_py()}.{rows.columns['table'][i].as_py()}"
+                    if name not in self.declared or _order(*self.declared[name]) < _order(*at):
+                        self.declared[name] = list(at)
+                    continue
+                covered = self._declared_after(rows, i, sql, at)
+                if covered:
+                    self.warnings.append(
+                        f"DDL at {where} skipped: the snapshot's schema of {covered} is later"
+                    )
+                else:
+                    self._ddl(sql or "", session_db, where)
         self._flush(rows, start, len(rows.op))
+
+    def _declared_after(self, rows: BatchRows, i: int, sql: str | None, at: tuple[str, int]) -> str | None:
+        """The tables of the statement at row ``i`` when the snapshot declared all of them after
+        ``at`` (the statement is in their declared schema already), else None."""
+        names = set()
+        for j in range(i, len(rows.op)):
+            if (
+                rows.op[j] != "DDL"
+                or (rows.file[j], rows.offset[j]) != at
+                or rows.columns["sql"][j].as_py() != sql
+            ):
+                break
+            table = rows.columns["table"][j].as_py()
+            if table is not None:
+                names.add(f"{rows.columns['database'][j].as_py()}.{table}")
+        if names and all(n in self.declared and _order(*self.declared[n]) > _order(*at) for n in names):
+            return ", ".join(sorted(names))
+        return None
 
     def _flush(self, rows: BatchRows, start: int, stop: int) -> None:
         """MERGE the data rows since the last DDL statement, a step per table. The tables are
@@ -302,6 +348,13 @@ class CurrentState:
         transaction id of each MERGE skips those that were committed)."""
         todo = []
         for database, table, idx in rows.tables(start, stop) if stop > start else []:
+            since = self.declared.get(f"{database}.{table}")
+            if since is not None:  # the stream's rows before the snapshot's schema: in its chunks
+                floor = _order(*since)
+                keep = [j for j in idx.to_pylist() if _order(rows.file[j], rows.offset[j]) >= floor]
+                if not keep:
+                    continue
+                idx = pa.array(keep, pa.int64())
             step = self._next()
             if step is not None:
                 todo.append((database, table, idx, rows, step))

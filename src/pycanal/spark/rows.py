@@ -72,6 +72,7 @@ __all__ = [
     "EventRows",
     "RowPosition",
     "RowsError",
+    "SNAPSHOT_DDL",
     "SnapshotRows",
     "to_record_batch",
 ]
@@ -435,11 +436,15 @@ class SnapshotRows(_RowSource["ChunkRead | SchemaRead"]):
                        self._b.take(read.file, read.pos, n), None, read.seconds, None, None)  # fmt: skip
 
 
+# Leads the snapshot's CREATE TABLE rows: the lake takes the table's schema as of that position.
+SNAPSHOT_DDL = "/* pycanal snapshot */ "
+
+
 def _if_not_exists(create: str, where: str) -> str:
     head = "CREATE TABLE "
     if not create.startswith(head):
         raise RowsError(f"SHOW CREATE TABLE of {where} does not start with {head!r}: {create[:80]!r}")
-    return head + "IF NOT EXISTS " + create[len(head) :]
+    return SNAPSHOT_DDL + head + "IF NOT EXISTS " + create[len(head) :]
 
 
 # ------------------------------------------------------------------------------ entries
