@@ -79,3 +79,16 @@ def fixtures_dir() -> Path:
             pytrace=False,
         )
     return FIXTURES_DIR
+
+
+@pytest.fixture(params=["local", "cluster"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """None (Spark's master is local[*]), or a standalone cluster (a master and two 1-core
+    workers from PySpark's jars, on loopback) started for the test."""
+    if request.param == "local":
+        yield None
+        return
+    from pycanal.testing.spark_cluster import SparkStandaloneCluster
+
+    with SparkStandaloneCluster(workers=2, cores=1, memory="1g") as running:
+        yield running

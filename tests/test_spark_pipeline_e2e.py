@@ -43,19 +43,6 @@ def db() -> Iterator[PrivateMariaDB]:
         yield server
 
 
-@pytest.fixture(params=["local", "cluster"])
-def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """None (Spark's master is local[*]), or a standalone cluster (a master and two 1-core
-    workers from PySpark's jars, on loopback) started for the test."""
-    if request.param == "local":
-        yield None
-        return
-    from pycanal.testing.spark_cluster import SparkStandaloneCluster
-
-    with SparkStandaloneCluster(workers=2, cores=1, memory="1g") as running:
-        yield running
-
-
 def start_job(lake: Path, port: int, log: Path, master: str, cli: bool = False) -> subprocess.Popen:
     """The job as ``python -m pycanal.spark.job``, or (``cli``) as ``pycanal pipeline``."""
     command = ["pycanal.cli", "pipeline", "--progress", "1"] if cli else ["pycanal.spark.job"]

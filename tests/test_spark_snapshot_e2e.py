@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -110,11 +111,13 @@ class Writer:
             self.error = exc
 
 
-def start_job(lake: Path, port: int, db: PrivateMariaDB, log: Path, cli: bool = False) -> subprocess.Popen:
+def start_job(
+    lake: Path, port: int, db: PrivateMariaDB, log: Path, master: str, cli: bool = False
+) -> subprocess.Popen:
     command = ["pycanal.cli", "pipeline", "--progress", "1"] if cli else ["pycanal.spark.job"]
     args = [
         "--address", f"127.0.0.1:{port}", "--destination", "snap", "--filter", f"{DB}\\..*", "--lake", str(lake),
-        "--trigger", "500 milliseconds", "--master", "local[2]", "--snapshot", "initial",
+        "--trigger", "500 milliseconds", "--master", master, "--snapshot", "initial",
         "--source", f"{db.host}:{db.port}", "--source-user", db.repl_user, "--source-password", db.repl_password,
         "--snapshot-chunk-rows", "200",
     ]  # fmt: skip
@@ -158,7 +161,11 @@ def rows_equal(db: PrivateMariaDB, lake: Path, table: str) -> str | None:
     return f"{len(source)} source rows, {len(target)} target rows; differing: {diff}"
 
 
-def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(db: PrivateMariaDB, tmp_path: Path) -> None:
+def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
+    db: PrivateMariaDB, cluster: Any, tmp_path: Path
+) -> None:
+    """On local[2] and on a 2-worker standalone cluster (the chunks read by its executors)."""
+    master = cluster.master_url if cluster is not None else "local[2]"
     load(db)
     db.flush_binary_logs()
     db.execute(f"PURGE BINARY LOGS TO '{db.current_binlog()[0]}'")  # the preload's binlog is gone
@@ -178,7 +185,7 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(db: PrivateMariaDB,
     lake, log = tmp_path / "lake", tmp_path / "job.log"
     writer = Writer(db)
     thread = threading.Thread(target=writer.run)
-    job = start_job(lake, tcp.port, db, log)
+    job = start_job(lake, tcp.port, db, log, master)
     try:
         deadline = time.monotonic() + 180
         thread.start()
@@ -190,7 +197,7 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(db: PrivateMariaDB,
         job.wait()
         killed_at = ChangeLog(lake).batch_ids()[-1]
         time.sleep(1)  # the writer goes on while no driver runs
-        job = start_job(lake, tcp.port, db, log, cli=True)
+        job = start_job(lake, tcp.port, db, log, master, cli=True)
         # A schema change mid-snapshot, on a table not read yet: its chunks have the new column
         # before the stream brings the ALTER to the lake.
         db.execute(f"ALTER TABLE {DB}.t_int ADD COLUMN extra INT NOT NULL DEFAULT 7")
@@ -229,6 +236,9 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(db: PrivateMariaDB,
         assert len(changes) == len(set(changes)), "a change appears twice in the change log"
         assert len(changes) >= writer.commits * 0.5
         assert "applied up to batch" in log.read_text()
+        if cluster is not None:  # both workers' executors ran tasks (stream parts and chunks)
+            for n in (1, 2):
+                assert list((cluster.root / f"worker{n}").glob("app-*/*/stderr")), f"worker {n} ran nothing"
     finally:
         writer.stop.set()
         if thread.is_alive():
