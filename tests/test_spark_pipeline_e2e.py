@@ -20,14 +20,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline_helpers import embedded_server, stop_job
 from pycanal.binlog.reader import read_events
 from pycanal.demo import SCHEMA, TABLES, Workload
-from pycanal.instance import CanalInstance
-from pycanal.meta import MemoryMetaManager
 from pycanal.parse.filter import TableFilter
-from pycanal.parse.position import EntryPosition
-from pycanal.server import CanalServerWithEmbedded
-from pycanal.server.tcp import CanalTcpServer
 from pycanal.spark.apply import applied_batch_ids
 from pycanal.spark.changelog import ChangeLog, change_log_files
 from pycanal.spark.check import compare_table
@@ -101,18 +97,7 @@ def binlog_positions(db: PrivateMariaDB, start: tuple[str, int]) -> list[tuple]:
 def test_driver_sigkill_exactly_once(db: PrivateMariaDB, cluster: Any, tmp_path: Path) -> None:
     master = cluster.master_url if cluster is not None else "local[*]"
     start = db.current_binlog()
-    server = CanalServerWithEmbedded()
-    parser = {
-        "master_address": (db.host, db.port),
-        "username": db.repl_user,
-        "password": db.repl_password,
-        "master_position": EntryPosition(*start),
-        "filter": "shop\\..*",
-    }
-    server.add_instance(
-        CanalInstance("shop", parser, store={"buffer_size": 16384}, meta_manager=MemoryMetaManager())
-    )
-    tcp = CanalTcpServer(server).start()
+    server, tcp = embedded_server(db, "shop", start, "shop\\..*")
     lake = tmp_path / "lake"
     log = tmp_path / "job.log"
     job = start_job(lake, tcp.port, log, master)
@@ -164,12 +149,6 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, cluster: Any, tmp_path:
                              capture_output=True, text=True, check=True)  # fmt: skip
         assert {line.split("\t")[0] for line in lag.stdout.splitlines()} == {f"shop.{t}" for t in TABLES}
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGTERM)
-            try:
-                job.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait()
+        stop_job(job)
         tcp.stop()
         server.stop()

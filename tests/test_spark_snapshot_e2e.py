@@ -22,11 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from pycanal.instance import CanalInstance
-from pycanal.meta import MemoryMetaManager
-from pycanal.parse.position import EntryPosition
-from pycanal.server import CanalServerWithEmbedded
-from pycanal.server.tcp import CanalTcpServer
+from pipeline_helpers import embedded_server, stop_job
 from pycanal.spark.apply import applied_batch_ids
 from pycanal.spark.changelog import ChangeLog, change_log_files
 from pycanal.spark.check import normalize
@@ -170,18 +166,7 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
     db.flush_binary_logs()
     db.execute(f"PURGE BINARY LOGS TO '{db.current_binlog()[0]}'")  # the preload's binlog is gone
     start = db.current_binlog()
-    server = CanalServerWithEmbedded()
-    parser = {
-        "master_address": (db.host, db.port),
-        "username": db.repl_user,
-        "password": db.repl_password,
-        "master_position": EntryPosition(*start),
-        "filter": f"{DB}\\..*",
-    }
-    server.add_instance(
-        CanalInstance("snap", parser, store={"buffer_size": 16384}, meta_manager=MemoryMetaManager())
-    )
-    tcp = CanalTcpServer(server).start()
+    server, tcp = embedded_server(db, "snap", start, f"{DB}\\..*")
     lake, log = tmp_path / "lake", tmp_path / "job.log"
     writer = Writer(db)
     thread = threading.Thread(target=writer.run)
@@ -243,13 +228,7 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
         writer.stop.set()
         if thread.is_alive():
             thread.join()
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGTERM)
-            try:
-                job.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait()
+        stop_job(job)
         tcp.stop()
         server.stop()
 
@@ -260,17 +239,7 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB
     writer changes both tables."""
     db.execute(f"CREATE DATABASE {DB}")
     start = db.current_binlog()
-    server = CanalServerWithEmbedded()
-    parser = {
-        "master_address": (db.host, db.port),
-        "username": db.repl_user,
-        "password": db.repl_password,
-        "master_position": EntryPosition(*start),
-    }
-    server.add_instance(
-        CanalInstance("snap", parser, store={"buffer_size": 16384}, meta_manager=MemoryMetaManager())
-    )
-    tcp = CanalTcpServer(server).start()
+    server, tcp = embedded_server(db, "snap", start)
     lake, log = tmp_path / "lake", tmp_path / "job.log"
     for name in ("t_int", "t_ubig"):
         columns, row = TABLES[name]
@@ -288,15 +257,6 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB
             return subprocess.Popen([sys.executable, "-m", "pycanal.spark.job", *args], stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
-    def stop(p: subprocess.Popen) -> None:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-
     first = job(f"{DB}\\.t_int")
     second = None
     writer = Writer(db, ("t_int", "t_ubig"))
@@ -306,7 +266,7 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB
         while rows_equal(db, lake, "t_int") is not None:  # t_int streams in (its CREATE and rows)
             assert time.monotonic() < deadline and first.poll() is None, log.read_text()[-3000:]
             time.sleep(0.5)
-        stop(first)
+        stop_job(first)
         ask = subprocess.run([sys.executable, "-m", "pycanal.cli", "snapshot", "--lake", str(lake), f"{DB}.t_ubig"],
                              capture_output=True, text=True)  # fmt: skip
         assert ask.returncode == 0 and "requested: snapdb.t_ubig" in ask.stdout, ask.stderr
@@ -337,8 +297,8 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB
         writer.stop.set()
         if thread.is_alive():
             thread.join()
-        stop(first)
+        stop_job(first)
         if second is not None:
-            stop(second)
+            stop_job(second)
         tcp.stop()
         server.stop()
