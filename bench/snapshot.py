@@ -41,6 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import e2e as e2e_bench  # noqa: E402
+import lake as lake_bench  # noqa: E402
 import oltp as oltp_bench  # noqa: E402
 from pycanal.snapshot import describe, plan_chunks, read_chunk  # noqa: E402
 from pycanal.snapshot.reader import connect  # noqa: E402
@@ -169,6 +170,8 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
                 raise RuntimeError(f"the query failed: {pipeline.query.exception()}")
             secs = time.monotonic() - t0
             log(f"snapshot done after {secs:.1f} s; the writer meanwhile: {during:,.0f} txn/s")
+            stats = lake_bench.batch_stats(pipeline.query, 0)
+            log(f"micro-batches: {stats}")
             proc.terminate()
             proc.wait()
             deadline = time.monotonic() + 600
@@ -195,6 +198,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         "writer_alone_txn_per_s": round(alone),
         "writer_during_txn_per_s": round(during),
         "writer_during_vs_alone": round(during / alone, 2),
+        "micro_batches": stats,
     }
 
 
