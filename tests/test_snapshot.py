@@ -178,3 +178,27 @@ def test_list_tables_takes_the_filter_and_leaves_system_schemas_out(db):
         assert (SCHEMA, "listed") in every
         assert not any(s in ("mysql", "information_schema", "performance_schema", "sys") for s, _ in every)
         assert list_tables(conn, TableFilter(f"{SCHEMA}\\.listed")) == [(SCHEMA, "listed")]
+
+
+def test_binlog_files_order_by_their_number():
+    from pycanal.parse.position import binlog_file_order
+
+    names = ["mysql-bin.1000000", "mysql-bin.999999", "mysql-bin.000010", "odd"]
+    assert sorted(names, key=binlog_file_order) == [
+        "mysql-bin.000010",
+        "mysql-bin.999999",
+        "mysql-bin.1000000",
+        "odd",
+    ]
+
+
+def test_a_column_type_the_snapshot_cannot_read_is_an_error_naming_it():
+    from pycanal.snapshot import SnapshotError, SourceColumn, SourceTable
+    from pycanal.snapshot.chunks import Chunk
+    from pycanal.snapshot.reader import _select
+
+    t = SourceTable(
+        "db", "t", (SourceColumn("id", "int", "int(11)"), SourceColumn("v", "vector", "vector(3)")), (0,), 0
+    )
+    with pytest.raises(SnapshotError, match=r"db\.t: column v has type vector\(3\)"):
+        _select(t, Chunk("db", "t", None, None))

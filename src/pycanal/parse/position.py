@@ -19,7 +19,9 @@ ZooKeeper cursors) and ignored when read.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,11 +31,21 @@ __all__ = [
     "EntryPosition",
     "LogIdentity",
     "LogPosition",
+    "binlog_file_order",
     "min_log_position",
 ]
 
 BINLOG_START_OFFSET = 4
 LOG_POSITION_TYPE = "com.alibaba.otter.canal.protocol.position.LogPosition"
+_BINLOG_NAME = re.compile(r"(.*)\.(\d+)")
+
+
+@functools.lru_cache(maxsize=64)
+def binlog_file_order(name: str) -> tuple[str, int]:
+    """(prefix, sequence number) of a binlog file name: it orders files past ``.999999``, where
+    the names' text order (``EntryPosition``'s, Canal's) does not; -1 for a name without one."""
+    m = _BINLOG_NAME.fullmatch(name)
+    return (m.group(1), int(m.group(2))) if m else (name, -1)
 
 
 @dataclass(slots=True)

@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from .tables import SourceTable, quote
 
-__all__ = ["INTEGER_TYPES", "RANGE_KEY_TYPES", "Chunk", "chunk_where", "next_boundary", "plan_chunks"]
+__all__ = ["INTEGER_TYPES", "Chunk", "EvenRanges", "chunk_where", "even_ranges", "next_upper", "plan_chunks"]
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"})
 # Key types a range predicate on compares in the order ORDER BY sorts them.
@@ -40,12 +40,19 @@ class Chunk:
 
     schema: str
     table: str
-    index: int  # 0.. within the table
     lower: tuple | None
     upper: tuple | None
 
     def __str__(self) -> str:
-        return f"{self.schema}.{self.table} chunk {self.index} [{self.lower}, {self.upper})"
+        return f"{self.schema}.{self.table} chunk [{self.lower}, {self.upper})"
+
+
+class EvenRanges(NamedTuple):
+    """Even ranges of a dense integer key: ``step`` keys from ``low`` on, up to ``high``."""
+
+    low: int
+    high: int
+    step: int
 
 
 def _typed(table: SourceTable, values: tuple) -> list[Any]:
@@ -90,12 +97,43 @@ def chunk_where(table: SourceTable, chunk: Chunk) -> tuple[str, list[Any]]:
     return (" AND ".join(parts) if parts else "TRUE"), args
 
 
-def _chunks(table: SourceTable, bounds: list[tuple]) -> list[Chunk]:
-    edges: list[tuple | None] = [None, *bounds, None]
-    return [
-        Chunk(table.schema, table.name, i, lo, hi)
-        for i, (lo, hi) in enumerate(zip(edges, edges[1:], strict=False))
-    ]
+def _rangeable(table: SourceTable) -> bool:
+    return bool(table.key) and all(table.columns[i].data_type in RANGE_KEY_TYPES for i in table.key)
+
+
+def even_ranges(conn: Any, table: SourceTable, chunk_rows: int) -> EvenRanges | None:
+    """The even ranges of about ``chunk_rows`` rows for one dense integer key (its range at most
+    ``_SPARSE`` times the row estimate), None for any other key or an empty table."""
+    if (
+        len(table.key) != 1
+        or table.columns[table.key[0]].data_type not in INTEGER_TYPES
+        or table.rows_estimate < 1
+    ):
+        return None
+    name = quote(table.columns[table.key[0]].name)
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT MIN({name}), MAX({name}) FROM {table.qualified}")
+        low, high = cur.fetchone()
+    if low is None:
+        return None
+    low, high = int(low), int(high)
+    span = high - low + 1
+    if span > _SPARSE * table.rows_estimate:
+        return None
+    return EvenRanges(low, high, max(1, math.ceil(chunk_rows * span / table.rows_estimate)))
+
+
+def next_upper(
+    conn: Any, table: SourceTable, lower: tuple | None, chunk_rows: int, even: EvenRanges | None
+) -> tuple | None:
+    """The upper bound of the chunk starting at ``lower`` (None: the first chunk), None for the
+    last chunk (open above); ``even``: the table's ``even_ranges``."""
+    if not _rangeable(table):
+        return None  # one chunk: the whole table
+    if even is None:
+        return next_boundary(conn, table, lower, chunk_rows)
+    upper = (even.low if lower is None else int(lower[0])) + even.step
+    return None if upper > even.high else (str(upper),)
 
 
 def plan_chunks(conn: Any, table: SourceTable, chunk_rows: int) -> list[Chunk]:
@@ -103,24 +141,15 @@ def plan_chunks(conn: Any, table: SourceTable, chunk_rows: int) -> list[Chunk]:
     values are read raw, as text or bytes)."""
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
-    if not table.key or any(table.columns[i].data_type not in RANGE_KEY_TYPES for i in table.key):
-        return _chunks(table, [])
-    names = ", ".join(quote(table.columns[i].name) for i in table.key)
-    with conn.cursor() as cur:
-        if len(table.key) == 1 and table.columns[table.key[0]].data_type in INTEGER_TYPES:
-            cur.execute(f"SELECT MIN({names}), MAX({names}) FROM {table.qualified}")
-            low, high = cur.fetchone()
-            if low is None:
-                return _chunks(table, [])
-            low, high = int(low), int(high)
-            span = high - low + 1
-            if 0 < table.rows_estimate and span <= _SPARSE * table.rows_estimate:
-                step = max(1, math.ceil(chunk_rows * span / table.rows_estimate))
-                return _chunks(table, [(str(b),) for b in range(low + step, high + 1, step)])
-    bounds: list[tuple] = []
-    while (b := next_boundary(conn, table, bounds[-1] if bounds else None, chunk_rows)) is not None:
-        bounds.append(b)
-    return _chunks(table, bounds)
+    even = even_ranges(conn, table, chunk_rows) if _rangeable(table) else None
+    chunks: list[Chunk] = []
+    lower: tuple | None = None
+    while True:
+        upper = next_upper(conn, table, lower, chunk_rows, even)
+        chunks.append(Chunk(table.schema, table.name, lower, upper))
+        if upper is None:
+            return chunks
+        lower = upper
 
 
 def next_boundary(conn: Any, table: SourceTable, lower: tuple | None, chunk_rows: int) -> tuple | None:

@@ -13,6 +13,7 @@ is then byte-identical to one built from an INSERT of the same row.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -23,8 +24,8 @@ import pymysql.cursors
 
 from pycanal.binlog.values import float32
 
-from .chunks import Chunk, chunk_where
-from .tables import SourceColumn, SourceTable, quote
+from .chunks import INTEGER_TYPES, Chunk, chunk_where
+from .tables import SourceColumn, SourceTable, quote, text
 
 __all__ = ["ChunkRead", "SchemaRead", "SnapshotError", "connect", "read_chunk", "read_schema"]
 
@@ -75,10 +76,6 @@ def connect(host: str, port: int, user: str, password: str, **kwargs: Any) -> py
     )
 
 
-def _int(v: str) -> int:
-    return int(v)
-
-
 def _bit(v: bytes) -> int:
     return int.from_bytes(v, "big")
 
@@ -96,15 +93,14 @@ _BYTES_TYPES = frozenset({
     "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point", "linestring",
     "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection",
 })  # fmt: skip
-_INTEGER = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"})
 _TEMPORAL = frozenset({"date", "datetime", "timestamp", "time"})
 
 
 def _column(c: SourceColumn) -> tuple[str, Callable[[Any], Any] | None]:
     """The select expression of a column and the converter of its non-NULL values (None: as is)."""
     name, t = quote(c.name), c.data_type
-    if t in _INTEGER:
-        return name, _int
+    if t in INTEGER_TYPES:
+        return name, int
     if t in ("decimal", "numeric"):
         return name, Decimal
     if t == "float":
@@ -121,13 +117,16 @@ def _column(c: SourceColumn) -> tuple[str, Callable[[Any], Any] | None]:
         return name, None
     if t in ("inet4", "inet6", "uuid"):
         return f"CAST({name} AS BINARY)", None  # the binlog carries their binary form
-    raise SnapshotError(f"column {c.name} has type {c.column_type}, which the snapshot cannot read yet")
+    raise ValueError(f"column {c.name} has type {c.column_type}, which the snapshot cannot read yet")
 
 
 def _select(table: SourceTable, chunk: Chunk) -> tuple[str, list[Any], list[tuple[int, Callable]]]:
     exprs, convs = [], []
     for i, c in enumerate(table.columns):
-        expr, conv = _column(c)
+        try:
+            expr, conv = _column(c)
+        except ValueError as exc:
+            raise SnapshotError(f"{table}: {exc}") from None
         exprs.append(expr)
         if conv is not None:
             convs.append((i, conv))
@@ -149,66 +148,52 @@ def _convert(rows: Iterator[tuple], convs: list[tuple[int, Callable]]) -> list[t
     return out
 
 
-class _Snapshot:
-    """A consistent-snapshot transaction on ``conn``: ``cur``, and the binlog ``file``/``pos``
-    it is at and the source's clock ``seconds`` once entered."""
-
-    def __init__(self, conn: Any, what: object) -> None:
-        self.conn, self.what = conn, what
-
-    def __enter__(self) -> _Snapshot:
-        cur = self.cur = self.conn.cursor(pymysql.cursors.SSCursor)
+@contextmanager
+def _snapshot(conn: Any, what: object) -> Iterator[tuple[Any, str, int, int]]:
+    """A consistent-snapshot transaction on ``conn``: (unbuffered cursor, binlog file and
+    position it is at, the source's clock in seconds)."""
+    cur = conn.cursor(pymysql.cursors.SSCursor)
+    try:
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")  # the next one: a snapshot
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-        try:
-            cur.execute("SELECT UNIX_TIMESTAMP()")
-            self.seconds = int(_text(cur.fetchall()[0][0]))
-            cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
-            status = {_text(k): _text(v) for k, v in cur.fetchall()}
-        except BaseException:
-            self.__exit__()
-            raise
+        cur.execute("SELECT UNIX_TIMESTAMP()")
+        seconds = int(text(cur.fetchall()[0][0]))
+        cur.execute("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
+        status = {text(k): text(v) for k, v in cur.fetchall()}
         file, pos = status.get("Binlog_snapshot_file"), status.get("Binlog_snapshot_position")
         if not file or pos is None:
-            self.__exit__()
             raise SnapshotError(
-                f"{self.what}: the source reports no binlog_snapshot_file/position (MariaDB with the binlog "
+                f"{what}: the source reports no binlog_snapshot_file/position (MariaDB with the binlog "
                 "on reports the position of a consistent snapshot; MySQL does not)"
             )
-        self.file, self.pos = file, int(pos)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+        yield cur, file, int(pos), seconds
+    finally:
         try:
-            self.cur.execute("COMMIT")
+            cur.execute("COMMIT")
         finally:
-            self.cur.close()
+            cur.close()
 
 
 def read_chunk(conn: Any, table: SourceTable, chunk: Chunk) -> ChunkRead:
     """Read ``chunk`` of ``table`` in a consistent snapshot (``conn`` from :func:`connect`)."""
     sql, args, convs = _select(table, chunk)
-    with _Snapshot(conn, chunk) as snap:
-        snap.cur.execute(sql, args)
-        rows = _convert(iter(snap.cur), convs)
-    return ChunkRead(table, chunk, snap.file, snap.pos, snap.seconds, rows)
+    with _snapshot(conn, chunk) as (cur, file, pos, seconds):
+        cur.execute(sql, args)
+        rows = _convert(iter(cur), convs)
+    return ChunkRead(table, chunk, file, pos, seconds, rows)
 
 
 def read_schema(conn: Any, tables: list[tuple[str, str]]) -> SchemaRead:
     """The ``CREATE TABLE`` statements of ``tables`` and the binlog position they were read at
     (a table dropped meanwhile is left out: the binlog has its DROP)."""
     creates = []
-    with _Snapshot(conn, "the snapshot's tables") as snap:
+    with _snapshot(conn, "the snapshot's tables") as (cur, file, pos, seconds):
         for schema, table in tables:
             try:
-                snap.cur.execute(f"SHOW CREATE TABLE {quote(schema)}.{quote(table)}")
+                cur.execute(f"SHOW CREATE TABLE {quote(schema)}.{quote(table)}")
             except pymysql.err.ProgrammingError as exc:
                 if exc.args[0] == 1146:  # ER_NO_SUCH_TABLE
                     continue
                 raise
-            creates.append((schema, table, _text(snap.cur.fetchall()[0][1])))
-    return SchemaRead(snap.file, snap.pos, snap.seconds, creates)
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes | bytearray) else str(v)
+            creates.append((schema, table, text(cur.fetchall()[0][1])))
+    return SchemaRead(file, pos, seconds, creates)

@@ -7,7 +7,7 @@ from typing import Any
 
 from pycanal.parse.filter import TableFilter
 
-__all__ = ["SYSTEM_SCHEMAS", "SourceColumn", "SourceTable", "describe", "list_tables", "quote"]
+__all__ = ["SYSTEM_SCHEMAS", "SourceColumn", "SourceTable", "describe", "list_tables", "quote", "text"]
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
@@ -55,7 +55,7 @@ def describe(conn: Any, schema: str, table: str) -> SourceTable:
     )
     if not cols:
         raise LookupError(f"no table {schema}.{table} on the source")
-    columns = tuple(SourceColumn(_text(n), _text(d).lower(), _text(t)) for n, d, t in cols)
+    columns = tuple(SourceColumn(text(n), text(d).lower(), text(t)) for n, d, t in cols)
     names = [c.name for c in columns]
     key = _rows(
         conn,
@@ -72,7 +72,7 @@ def describe(conn: Any, schema: str, table: str) -> SourceTable:
         schema,
         table,
         columns,
-        tuple(names.index(_text(k)) for (k,) in key),
+        tuple(names.index(text(k)) for (k,) in key),
         int(estimate[0][0] or 0) if estimate else 0,
     )
 
@@ -87,7 +87,7 @@ def list_tables(conn: Any, accepts: TableFilter | None = None) -> list[tuple[str
     )
     out = []
     for schema, table in rows:
-        schema, table = _text(schema), _text(table)
+        schema, table = text(schema), text(table)
         if schema.lower() in SYSTEM_SCHEMAS:
             continue
         if accepts is None or accepts.accepts(schema, table):
@@ -95,5 +95,6 @@ def list_tables(conn: Any, accepts: TableFilter | None = None) -> list[tuple[str
     return out
 
 
-def _text(v: Any) -> str:
+def text(v: Any) -> str:
+    """A value of a raw (undecoded) result as text."""
     return v.decode() if isinstance(v, bytes | bytearray) else str(v)

@@ -51,10 +51,8 @@ from __future__ import annotations
 
 import array
 import bisect
-import functools
 import itertools
 import logging
-import re
 import sys
 import threading
 import time
@@ -73,6 +71,7 @@ from pycanal.binlog.canonical import is_ddl
 from pycanal.client import CanalClientError, ClusterConnector, Message, SimpleConnector
 from pycanal.heap import hold_long_lived, settle
 from pycanal.parse.filter import TableFilter
+from pycanal.parse.position import binlog_file_order
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
 from .rows import ROW_SCHEMA, EntryRows
@@ -97,7 +96,6 @@ _MIN_PART_BYTES = 32 * 1024  # smaller parts are not worth a task
 _PUMP_IDLE = 0.02  # seconds the pump pauses after an empty answer (its GETs do not wait on the server)
 _RETRY = 1.0  # seconds between connection attempts
 _IUD = frozenset({pb.INSERT, pb.UPDATE, pb.DELETE})
-_BINLOG_NAME = re.compile(r"(.*)\.(\d+)")
 # Before every position: the first batch starts at the server's cursor.
 INITIAL_OFFSET: dict[str, Any] = {"file": "", "pos": 0, "k": -1}
 
@@ -105,14 +103,7 @@ Key = tuple[str, int, int, int]  # (file prefix, file number, pos, k): orders al
 
 
 def _key(file: str, pos: int, k: int) -> Key:
-    return (*_file_key(file), pos, k)
-
-
-@functools.lru_cache(maxsize=64)
-def _file_key(file: str) -> tuple[str, int]:
-    """(prefix, sequence number) of a binlog file name: it orders the files."""
-    m = _BINLOG_NAME.fullmatch(file)
-    return (m.group(1), int(m.group(2))) if m else (file, -1)
+    return (*binlog_file_order(file), pos, k)
 
 
 class _Queued(NamedTuple):
@@ -676,11 +667,10 @@ class CanalStreamReader(DataSourceStreamReader):
         if isinstance(partition, SnapshotPartition):
             assert self.opts.snapshot is not None
             yield from read_snapshot_partition(self.opts.snapshot, partition)
-            settle()
-            return
-        assert isinstance(partition, CanalPartition)
-        rows = EntryRows(accepts=self.accepts, timezone=self.opts.timezone, gtid=partition.gtid)
-        yield from rows.batches(partition.entries, _BATCH_ROWS)
+        else:
+            assert isinstance(partition, CanalPartition)
+            rows = EntryRows(accepts=self.accepts, timezone=self.opts.timezone, gtid=partition.gtid)
+            yield from rows.batches(partition.entries, _BATCH_ROWS)
         settle()  # PySpark's daemon runs a full collection after every task
 
     def commit(self, end: dict[str, Any]) -> None:

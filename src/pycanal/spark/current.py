@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
@@ -50,6 +49,7 @@ from pycanal.parse.ddl import (
     parse_statement,
 )
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
+from pycanal.parse.position import binlog_file_order
 
 from .maintenance import Maintenance
 from .rows import SNAPSHOT_DDL
@@ -148,13 +148,9 @@ class BatchRows:
         )
 
 
-_BINLOG_FILE = re.compile(r"(.*)\.(\d+)")
-
-
 def _order(file: str, offset: int) -> tuple[str, int, int]:
-    """A binlog position as a sortable key (the file's sequence number as a number)."""
-    m = _BINLOG_FILE.fullmatch(file)
-    return (m.group(1), int(m.group(2)), offset) if m else (file, -1, offset)
+    """A binlog position as a sortable key."""
+    return (*binlog_file_order(file), offset)
 
 
 def _segment(name: str) -> str:

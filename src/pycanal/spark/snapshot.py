@@ -44,9 +44,8 @@ from pycanal.snapshot import (
     read_chunk,
     read_schema,
 )
-from pycanal.snapshot.chunks import INTEGER_TYPES, RANGE_KEY_TYPES, Chunk, next_boundary
+from pycanal.snapshot.chunks import Chunk, EvenRanges, even_ranges, next_upper
 from pycanal.snapshot.reader import connect
-from pycanal.snapshot.tables import quote
 
 from .rows import SnapshotRows
 
@@ -123,6 +122,11 @@ def request_snapshot(signals: str | Path, tables: list[str]) -> Path:
     return path
 
 
+def _pending(opts: SnapshotOptions, names: list[str]) -> list[str]:
+    """The request files of ``names`` not deleted yet (their micro-batch not committed)."""
+    return [n for n in names if opts.signals is not None and (opts.signals / n).exists()]
+
+
 def _requests(opts: SnapshotOptions, taken: list[str]) -> list[tuple[str, list[list[str]]]]:
     """The request files not taken yet: (name, tables), oldest first."""
     if opts.signals is None or not opts.signals.is_dir():
@@ -150,7 +154,7 @@ def snapshot_step(
     if prev is None and start.get("file", "") == "" and opts.initial:
         return {**start, "snap": planner.start()}
     state = prev if isinstance(prev, dict) else {"left": [], "lower": None}
-    taken = [n for n in state.get("signals", []) if opts.signals is not None and (opts.signals / n).exists()]
+    taken = _pending(opts, state.get("signals", []))
     requests = _requests(opts, taken)
     if not requests:
         return None
@@ -172,9 +176,7 @@ def snap_after(planner: SnapshotPlanner, start: dict[str, Any]) -> Any:
     if not isinstance(prev, dict):
         return "done"
     after = planner.advance(prev)
-    signals = [
-        n for n in prev.get("signals", []) if planner.opts.signals and (planner.opts.signals / n).exists()
-    ]
+    signals = _pending(planner.opts, prev.get("signals", []))
     if after is None:
         return {"left": [], "lower": None, "signals": signals} if signals else "done"
     if signals:
@@ -212,7 +214,7 @@ class SnapshotPlanner:
         self.accepts = accepts
         self._conn: Any = None
         self._tables: dict[tuple[str, str], SourceTable] = {}
-        self._steps: dict[tuple[str, str], int | None] = {}  # even-range step of a dense integer key
+        self._even: dict[tuple[str, str], EvenRanges | None] = {}  # a dense integer key's ranges
 
     def _connection(self) -> Any:
         if self._conn is None:
@@ -241,7 +243,7 @@ class SnapshotPlanner:
             schema, name = left[0]
             if lower is None:  # a table starts: as it is now (a re-snapshot may follow a DDL)
                 self._tables.pop((schema, name), None)
-                self._steps.pop((schema, name), None)
+                self._even.pop((schema, name), None)
             table = self._table(schema, name)
             upper = self._upper(table, lower) if table is not None else None
             if table is not None:
@@ -265,42 +267,10 @@ class SnapshotPlanner:
         return t
 
     def _upper(self, table: SourceTable, lower: tuple | None) -> tuple | None:
-        if not table.key or any(table.columns[i].data_type not in RANGE_KEY_TYPES for i in table.key):
-            return None  # one chunk: the whole table
-        step = self._step(table)
-        if step is not None:
-            if lower is None:
-                low = self._min(table)
-                return None if low is None else (str(low + step),)
-            upper = int(lower[0]) + step
-            return None if upper > self._max(table) else (str(upper),)
-        return next_boundary(self._connection(), table, lower, self.opts.chunk_rows)
-
-    def _step(self, table: SourceTable) -> int | None:
         key = (table.schema, table.name)
-        if key not in self._steps:
-            self._steps[key] = None
-            if len(table.key) == 1 and table.columns[table.key[0]].data_type in INTEGER_TYPES:
-                low, high = self._min(table), self._max(table)
-                if low is not None and table.rows_estimate > 0:
-                    span = high - low + 1
-                    if span <= 4 * table.rows_estimate:
-                        self._steps[key] = max(1, -(-self.opts.chunk_rows * span // table.rows_estimate))
-        return self._steps[key]
-
-    def _bound(self, table: SourceTable, fn: str) -> int | None:
-        col = quote(table.columns[table.key[0]].name)
-        with self._connection().cursor() as cur:
-            cur.execute(f"SELECT {fn}({col}) FROM {table.qualified}")
-            v = cur.fetchone()[0]
-        return None if v is None else int(v)
-
-    def _min(self, table: SourceTable) -> int | None:
-        return self._bound(table, "MIN")
-
-    def _max(self, table: SourceTable) -> int:
-        high = self._bound(table, "MAX")
-        return -(2**64) if high is None else high
+        if key not in self._even:
+            self._even[key] = even_ranges(self._connection(), table, self.opts.chunk_rows)
+        return next_upper(self._connection(), table, lower, self.opts.chunk_rows, self._even[key])
 
 
 class SnapshotPartition(InputPartition):
@@ -330,6 +300,6 @@ def read_snapshot_partition(opts: SnapshotOptions, partition: SnapshotPartition)
         else:
             assert partition.chunk is not None
             schema, name, lower, upper = partition.chunk
-            chunk = Chunk(schema, name, partition.value, _decode(lower), _decode(upper))
+            chunk = Chunk(schema, name, _decode(lower), _decode(upper))
             read = read_chunk(conn, describe(conn, schema, name), chunk)
     yield from SnapshotRows().batches([read])
