@@ -51,6 +51,13 @@ def log(msg: str) -> None:
     print(f"[e2e-bench {time.monotonic() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
+def shipped_settings() -> str:
+    """conf/canal.properties' store and event-filter lines: what a user of the shipped conf runs."""
+    conf = Path(__file__).resolve().parent.parent / "conf" / "canal.properties"
+    keep = ("canal.instance.memory.", "canal.instance.filter.query.")
+    return "".join(line for line in conf.open() if line.startswith(keep))
+
+
 def write_conf(
     root: Path, db: PrivateMariaDB, port: int, start: tuple[str, int], tables: str, extra: str = ""
 ) -> None:

@@ -237,9 +237,7 @@ def run_tables(
     db.execute(f"INSERT INTO `{schema}`.marker VALUES (1, 0)")
     port = free_port()
     conf = tmp / f"conf-{tables}"
-    with (Path(__file__).resolve().parent.parent / "conf" / "canal.properties").open() as f:
-        shipped = "".join(line for line in f if line.startswith("canal.instance.memory."))  # conf/'s store
-    e2e_bench.write_conf(conf, db, port, start, ".*", shipped)
+    e2e_bench.write_conf(conf, db, port, start, ".*", e2e_bench.shipped_settings())
     text = (
         (conf / "bench" / "instance.properties")
         .read_text()

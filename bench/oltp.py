@@ -23,7 +23,8 @@ sysbench's write rate. One JSON object on stdout; progress on stderr. ``--profil
 py-spy profile of the server (the GIL holder's stacks) while it drains the backlog. ``--pipeline``
 adds the Spark pipeline (``bench/pipeline.py --workload sysbench``: server -> ``format("canal")``
 -> change log + current-state Delta tables, oltp_write_only rounds with python-mysql-replication on
-each round's file).
+each round's file): ``spark_pipeline`` takes a backlog the server holds in its store,
+``spark_pipeline_with_parse`` one the server parses during the measured window (conf/'s settings).
 
     .venv/bin/python bench/oltp.py [--events 15000] [--insert-events 20000] [--skip-pmr] [--profile DIR]
         [--pipeline]
@@ -230,13 +231,16 @@ def _py_spy() -> str:
     return str(beside) if beside.exists() else "py-spy"
 
 
-def spark_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+def spark_pipeline(args: argparse.Namespace, pause: str = "source") -> dict[str, Any]:
     """bench/pipeline.py on sysbench rounds in its own process (its own MariaDB, server and Spark):
-    rows/s from the server into the change log and the current-state tables, python-mysql-replication
-    on each round's file right after it."""
+    rows/s into the change log and the current-state tables, python-mysql-replication on each
+    round's file right after it. ``pause`` source: the backlog waits in the server's store, the
+    rate is the pipeline's from there; server: the server parses it in the measured window too
+    (everything on the same 2 cores)."""
     cmd = [sys.executable, str(Path(__file__).resolve().parent / "pipeline.py"), "--workload", "sysbench",
            "--sysbench-events", str(args.events), "--tables", str(args.tables), "--table-size",
-           str(args.table_size), "--warmup-rounds", "1", "--rounds", "3", "--delay-seconds", "5"]  # fmt: skip
+           str(args.table_size), "--warmup-rounds", "1", "--rounds", "3", "--delay-seconds", "5",
+           "--pause", pause]  # fmt: skip
     log("Spark pipeline: " + " ".join(cmd[1:]))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -348,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                 result[name] = r
     if args.pipeline:
         result["spark_pipeline"] = spark_pipeline(args)
+        result["spark_pipeline_with_parse"] = spark_pipeline(args, pause="server")
     result["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

@@ -26,7 +26,7 @@ the job's settings) writes to a temporary lake.
 One JSON object goes to stdout; progress to stderr.
 
     .venv/bin/python bench/pipeline.py [--rows 300000] [--rate 2000] [--delay-seconds 20] [--skip-pmr]
-        [--warmup-rounds 2] [--rounds 3] [--batch-size N] [--batch-mb M] [--store-mb 128]
+        [--warmup-rounds 2] [--rounds 3] [--batch-size N] [--batch-mb M] [--store-mb 128] [--keep-query-dml]
         [--pause source|server] [--txn-rows 1000]
 """
 
@@ -371,7 +371,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, help="the source's batchSize (entries per micro-batch)")
     ap.add_argument("--batch-mb", type=float, help="the source's batchBytes in MiB (per micro-batch)")
     ap.add_argument(
-        "--store-mb", type=int, default=128, help="the server's store (MEMSIZE; conf/ ships 128 MB)"
+        "--store-mb",
+        type=int,
+        default=128,
+        help="the server's store (MEMSIZE, 1 KB slots; conf/ ships 128 MB)",
+    )
+    ap.add_argument(
+        "--keep-query-dml",
+        action="store_true",
+        help="the server keeps the SQL text behind rows events (Canal's default; conf/ drops it)",
     )
     ap.add_argument("--warmup-rounds", type=int, default=2, help="throughput rounds that warm up the JIT")
     ap.add_argument(
@@ -406,10 +414,14 @@ def main(argv: list[str] | None = None) -> int:
             db.execute(f"CREATE TABLE `{db.database}`.`{DELAY_TABLE}` (id INT PRIMARY KEY, v INT)")
             port = free_port()
             conf = Path(tmp) / "conf"
-            # 65,536 slots of store_mb / 65,536 bytes (MEMSIZE); Canal's default is 16,384 of 1 KB
+            # conf/'s store and event filters; --store-mb MB of 1 KB slots; --keep-query-dml
             extra = (
-                "canal.instance.memory.buffer.size = 65536\n"
-                f"canal.instance.memory.buffer.memunit = {args.store_mb * 1024 * 1024 // 65536}\n"
+                e2e_bench.shipped_settings()
+                + (
+                    f"canal.instance.memory.buffer.size = {args.store_mb * 1024}\n"
+                    "canal.instance.memory.buffer.memunit = 1024\n"
+                )
+                + ("canal.instance.filter.query.dml = false\n" if args.keep_query_dml else "")
             )
             tables = r"sbtest\\d+" if args.workload == "sysbench" else decode_bench.TABLE
             e2e_bench.write_conf(conf, db, port, start, f"{tables}|{DELAY_TABLE}", extra)

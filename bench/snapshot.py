@@ -149,9 +149,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
     log(f"the writer alone: {alone:,.0f} txn/s")
     port = free_port()
     conf = tmp / "conf"
-    with (Path(__file__).resolve().parent.parent / "conf" / "canal.properties").open() as f:
-        shipped = "".join(line for line in f if line.startswith("canal.instance.memory."))
-    e2e_bench.write_conf(conf, db, port, db.current_binlog(), ".*", shipped)
+    e2e_bench.write_conf(conf, db, port, db.current_binlog(), ".*", e2e_bench.shipped_settings())
     server = e2e_bench.start_server(conf, port, tmp / "server.log")
     spark = spark_session(tmp / "spark-tmp", "pycanal-snapshot-bench", master="local[2]")
     lake = tmp / "lake"
