@@ -15,8 +15,8 @@ import json
 import socket
 import struct
 import threading
+import time
 import uuid
-from concurrent import futures
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -223,8 +223,8 @@ def test_crash_inside_a_batch_then_replay(
     ChangeApplier(crashed, zero_dates="null")(table.slice(0, half), 0)
     real_journal = ChangeApplier._journal
 
-    def crash_after_first_step(self: ChangeApplier, batch_id: int, step: int) -> None:
-        real_journal(self, batch_id, step)
+    def crash_after_first_step(self: ChangeApplier, batch_id: int, step: int, first: int) -> None:
+        real_journal(self, batch_id, step, first)
         raise KeyboardInterrupt("simulated crash")
 
     monkeypatch.setattr(ChangeApplier, "_journal", crash_after_first_step)
@@ -265,8 +265,8 @@ def test_background_apply_equals_inline_and_recovers_after_a_crash(
     applier(table.slice(0, cut), 0)
     real_journal = ChangeApplier._journal
 
-    def die_in_batch_1(self: ChangeApplier, batch_id: int, step: int) -> None:
-        real_journal(self, batch_id, step)
+    def die_in_batch_1(self: ChangeApplier, batch_id: int, step: int, first: int) -> None:
+        real_journal(self, batch_id, step, first)
         if batch_id == 1:
             raise KeyboardInterrupt("simulated process death")
 
@@ -286,16 +286,122 @@ def test_background_apply_equals_inline_and_recovers_after_a_crash(
 
 
 def test_a_background_error_fails_the_next_batch(tmp_path: Path) -> None:
-    """The error of batch N's background apply is raised by the call for batch N+1, before that
-    batch is committed; a new applier tries batch N again."""
+    """The error of batch N's background apply is raised by the next call once it is known, before
+    that call's batch is committed; a new applier tries batch N again."""
     unknown = [row("INSERT", 100, None, item(b"a", 1, "x"))]
     applier = ChangeApplier(tmp_path, background=True)
     applier(arrow_rows(unknown), 0)
+    settle(applier)
     with pytest.raises(ApplyError, match=r"rows of shop\.item \(first at mysql-bin\.000007:100\)"):
         applier(arrow_rows([row("INSERT", 200, None, item(b"b", 2, "y"))]), 1)
     assert ChangeLog(tmp_path).batch_ids() == [0] and applied_batch_ids(tmp_path) == []
     with pytest.raises(ApplyError, match="the table is not in the schema model"):
         ChangeApplier(tmp_path, background=True)(arrow_rows(unknown), 0)
+
+
+def settle(applier: ChangeApplier) -> None:
+    """Wait until the background apply loop has ended (without taking its error)."""
+    deadline = time.monotonic() + 30
+    while applier._pending is not None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def hold_applies(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, list[list[int]]]:
+    """Background applies wait for the event; the batch ids of each apply are recorded."""
+    release, applies = threading.Event(), []
+    real_apply = ChangeApplier._apply
+
+    def held_apply(self: ChangeApplier, tables: list[pa.Table], ids: list[int]) -> None:
+        assert release.wait(30)
+        applies.append(ids)
+        real_apply(self, tables, ids)
+
+    monkeypatch.setattr(ChangeApplier, "_apply", held_apply)
+    return release, applies
+
+
+def test_batches_committed_during_an_apply_are_applied_together(
+    all_types: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While batch 0's current state is applied, batches 1-4 go into the change log (Spark is not
+    held back) and then into the current state as one apply; the result equals the inline one,
+    and every batch has its applied record."""
+    db, rows = all_types
+    clean = tmp_path / "clean"
+    apply_in_batches(clean, rows, 5, zero_dates="null")
+    release, applies = hold_applies(monkeypatch)
+    queued = tmp_path / "queued"
+    applier = apply_in_batches(queued, rows, 5, zero_dates="null", background=True)
+    assert ChangeLog(queued).batch_ids() == [0, 1, 2, 3, 4] and applied_batch_ids(queued) == []
+    release.set()
+    applier.wait()
+    assert applies == [[0], [1, 2, 3, 4]]
+    assert applied_batch_ids(queued) == [0, 1, 2, 3, 4]
+    assert current_rows(queued, db, "t_all_types") == current_rows(clean, db, "t_all_types")
+
+
+def test_a_full_queue_holds_the_next_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most ``max_queued`` committed batches wait for a running apply: the next call waits."""
+    release, applies = hold_applies(monkeypatch)
+    applier = ChangeApplier(tmp_path, schema_ddl=SHOP, background=True, max_queued=2)
+    for b in range(3):  # batch 0 is being applied, 1 and 2 wait
+        applier(arrow_rows([row("INSERT", 100 + b, None, item(b"a", b, "x"))]), b)
+    third = threading.Thread(
+        target=applier, args=(arrow_rows([row("INSERT", 200, None, item(b"b", 1, "y"))]), 3)
+    )
+    third.start()
+    third.join(0.5)
+    assert third.is_alive() and ChangeLog(tmp_path).batch_ids() == [0, 1, 2]
+    release.set()
+    third.join(30)
+    applier.wait()
+    assert ChangeLog(tmp_path).batch_ids() == [0, 1, 2, 3] and applied_batch_ids(tmp_path) == [0, 1, 2, 3]
+    assert applies[0] == [0] and sum(applies, []) == [0, 1, 2, 3]
+
+
+def test_a_crash_inside_a_joint_apply_is_redone_with_the_same_batches(
+    all_types: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process dying after a step of an apply of batches 1-3: the restarted applier applies
+    1-3 together again (the journal names them; the same rows make the same steps), then the
+    rest; the tables equal an uninterrupted run and the change log has every change once."""
+    db, rows = all_types
+    table = arrow_rows(rows)
+    clean = tmp_path / "clean"
+    apply_in_batches(clean, rows, 5, zero_dates="null")
+    crashed = tmp_path / "crashed"
+    release, applies = hold_applies(monkeypatch)
+    real_journal = ChangeApplier._journal
+    journaled: list[tuple[int, int, int]] = []
+
+    def die_in_batches_1_3(self: ChangeApplier, batch_id: int, step: int, first: int) -> None:
+        real_journal(self, batch_id, step, first)
+        journaled.append((first, batch_id, step))
+        if batch_id == 3:
+            raise KeyboardInterrupt("simulated process death")
+
+    monkeypatch.setattr(ChangeApplier, "_journal", die_in_batches_1_3)
+    applier = ChangeApplier(crashed, zero_dates="null", background=True)
+    bounds = [len(rows) * k // 5 for k in range(6)]
+    for b in range(4):
+        applier(table.slice(bounds[b], bounds[b + 1] - bounds[b]), b)
+    release.set()
+    with pytest.raises(KeyboardInterrupt):
+        applier.wait()
+    monkeypatch.undo()
+    assert applies == [[0], [1, 2, 3]] and journaled[-1][:2] == (1, 3)
+    assert ChangeLog(crashed).batch_ids() == [0, 1, 2, 3] and applied_batch_ids(crashed) == [0]
+    release2, applies2 = hold_applies(monkeypatch)
+    release2.set()
+    restarted = ChangeApplier(crashed, zero_dates="null", background=True)
+    restarted(table.slice(bounds[4]), 4)
+    restarted.wait()
+    assert applies2 == [[1, 2, 3], [4]]
+    assert applied_batch_ids(crashed) == [0, 1, 2, 3, 4]
+    assert current_rows(crashed, db, "t_all_types") == current_rows(clean, db, "t_all_types")
+    count = "SELECT count(*), count(DISTINCT (position.file, position.offset, position.row)) FROM read_parquet({})"
+    assert duck().execute(count.format(change_log_files(crashed))).fetchone() == (len(rows), len(rows))
 
 
 def test_an_empty_batch_writes_nothing_and_does_not_wait(
@@ -304,14 +410,7 @@ def test_an_empty_batch_writes_nothing_and_does_not_wait(
     """An empty micro-batch (the source's way to get the last batch committed) leaves no marker
     and returns while the previous batch's current state is still being applied; a background
     failure known by then is raised by it."""
-    release = threading.Event()
-    real_apply = ChangeApplier._apply
-
-    def held_apply(self: ChangeApplier, table: pa.Table, batch_id: int) -> None:
-        assert release.wait(30)
-        real_apply(self, table, batch_id)
-
-    monkeypatch.setattr(ChangeApplier, "_apply", held_apply)
+    release, _ = hold_applies(monkeypatch)
     applier = ChangeApplier(tmp_path, schema_ddl=SHOP, background=True)
     applier(arrow_rows([row("INSERT", 100, None, item(b"a", 1, "x"))]), 0)
     applier(arrow_rows([]), 1)  # returns with batch 0's current state still held
@@ -324,8 +423,7 @@ def test_an_empty_batch_writes_nothing_and_does_not_wait(
 
     failing = ChangeApplier(tmp_path / "failing", background=True)  # no schema: the table is unknown
     failing(arrow_rows([row("INSERT", 100, None, item(b"a", 1, "x"))]), 0)
-    assert failing._pending is not None
-    futures.wait([failing._pending])
+    settle(failing)
     with pytest.raises(ApplyError, match="the table is not in the schema model"):
         failing(arrow_rows([]), 1)
 

@@ -18,9 +18,11 @@ Per micro-batch (``batch_id`` from Spark, rows in any order, sorted here by posi
    after the batch is saved if the batch had DDL, then ``_pycanal/applied/<batch>.json`` records
    the batch as applied (with the warnings it raised).
 
-With ``background=True`` step 3 runs on a thread while Spark reads the next micro-batch (the
-next call waits for it first, and raises its error): the current state then trails the change
-log by at most one batch. Either way a new applier first brings the current state up to the
+With ``background=True`` step 3 runs on a thread while Spark goes on with the next
+micro-batches: batches committed while an apply runs wait for it and are then applied together
+(one MERGE per table for all of them; at most ``max_queued`` wait, then a call waits too), so the
+number of MERGEs follows what the tables take, not Spark's trigger, and a slow apply never holds
+the change log back. A call raises the error of a failed background apply. Either way a new applier first brings the current state up to the
 change log (``catch_up``: the committed batches not applied yet, read back from their files), so
 a crash anywhere loses nothing and repeats nothing: Spark replays an uncommitted batch with the
 same id and rows, and the steps already done are skipped. The schema model (column names and
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -104,7 +107,8 @@ class ChangeApplier:
     tables, which have no such value: ``"error"`` (default: stop with a clear error) or ``"null"``.
     ``apply_threads``: MERGEs into different tables run at once (delta-rs releases the GIL).
     ``maintenance``: compaction, checkpoints and vacuum of the current-state tables
-    (``pycanal.spark.maintenance``; on by default).
+    (``pycanal.spark.maintenance``; on by default). ``max_queued``: committed batches that may
+    wait for a running background apply.
     """
 
     def __init__(
@@ -119,6 +123,7 @@ class ChangeApplier:
         background: bool = False,
         apply_threads: int = 4,
         maintenance: Maintenance | None = None,
+        max_queued: int = 16,
     ) -> None:
         if sum(x is not None for x in (schema, schema_ddl, schema_history)) > 1:
             raise ValueError("give at most one of schema, schema_ddl and schema_history")
@@ -133,9 +138,13 @@ class ChangeApplier:
         self._tables: dict[str, Any] = {}  # open current-state tables, kept between batches
         self._models: dict[int, tuple[SchemaModel, dict[str, list]]] = {}  # and the snapshot's declarations
         self._state = self.root / "_pycanal"
+        self.max_queued = max_queued
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-apply") if background else None
-        self._pending: Future[None] | None = None
+        self._pending: Future[None] | None = None  # the background apply loop, while it runs
+        self._queue: list[tuple[pa.Table, int]] = []  # committed batches it has not taken yet
+        self._cond = threading.Condition()  # guards _queue and _pending
         self._caught_up = False  # catch_up ran, and no background apply failed since
+        self._failed: Future[None] | None = None  # the apply loop that failed, not reported yet
         self._schema_batch: int | None = None  # whose saved schema model is in force now
 
     def __call__(self, batch: Any, batch_id: int) -> None:
@@ -149,32 +158,68 @@ class ChangeApplier:
         table = _sorted(_arrow(batch))
         if table.num_rows == 0:
             # Nothing to log or apply (a replay is empty again): no marker, and no wait for the
-            # background apply, which an idle stream's empty batches would otherwise serialize
-            # behind; a failure of it still surfaces here once it is known.
-            if self._pending is not None and self._pending.done():
-                self.wait()
+            # background apply; a failure of it still surfaces here once it is known.
+            self._raise_failure()
             return
         files = changelog.write(table, batch_id)
-        self.wait()  # the previous batch's current state, before this one is committed after it
-        changelog.commit(batch_id, {"files": files, "rows": table.num_rows})
         if self._pool is None:
-            self._apply(table, batch_id)
-        else:
-            self._pending = self._pool.submit(self._apply, table, batch_id)
+            changelog.commit(batch_id, {"files": files, "rows": table.num_rows})
+            self._apply([table], [batch_id])
+            return
+        with self._cond:  # room in the queue (a failure of the apply loop ends the wait)
+            self._cond.wait_for(lambda: len(self._queue) < self.max_queued or self._pending is None)
+        self._raise_failure()
+        changelog.commit(batch_id, {"files": files, "rows": table.num_rows})
+        with self._cond:
+            self._queue.append((table, batch_id))
+            if self._pending is None:
+                self._pending = self._pool.submit(self._drain)
+
+    def _drain(self) -> None:
+        """The background apply loop: everything queued, as one apply, until nothing is."""
+        while True:
+            with self._cond:
+                items, self._queue = self._queue, []
+                if not items:
+                    self._pending = None
+                    self._cond.notify_all()
+                    return
+                self._cond.notify_all()
+            try:
+                self._apply([t for t, _ in items], [b for _, b in items])
+            except BaseException:
+                with self._cond:
+                    self._queue.clear()  # in the change log: catch_up applies them again
+                    self._pending, failed = None, self._pending
+                    self._failed = failed
+                    self._cond.notify_all()
+                raise
+
+    def _raise_failure(self) -> None:
+        """Raise the error of a background apply that failed (the next call starts with catch_up)."""
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            self._caught_up = False
+            failed.result()
 
     def wait(self) -> None:
-        """Wait for the current-state apply running in the background; raise its error (the
-        next call then starts with ``catch_up``, which tries that batch again)."""
-        pending, self._pending = self._pending, None
+        """Wait until the background apply has applied every committed batch; raise its error
+        (the next call then starts with ``catch_up``, which tries those batches again)."""
+        with self._cond:
+            pending = self._pending
         if pending is not None:
             try:
                 pending.result()
             except BaseException:
+                self._failed = None
                 self._caught_up = False
                 raise
+        self._raise_failure()
 
     def catch_up(self) -> None:
-        """Apply the change log's committed batches the current state does not have yet."""
+        """Apply the change log's committed batches the current state does not have yet: first
+        the batches of an apply that was cut short (the journal names them: the same rows make
+        the same steps), then the others ``max_queued`` at a time."""
         self.wait()
         self._caught_up = False
         applied = batch_ids(self._state / "applied")
@@ -183,16 +228,26 @@ class ChangeApplier:
             json.loads(self._applied_file(last).read_text())["schema_batch"] if applied else None
         )
         changelog = ChangeLog(self.root)
-        for batch_id in changelog.batch_ids():
-            if batch_id > last:
-                log.info("micro-batch %d: applying it to the current state from the change log", batch_id)
-                self._apply(_sorted(changelog.read_batch(batch_id)), batch_id)
+        pending = [b for b in changelog.batch_ids() if b > last]
+        journal = self._progress()
+        i = 0
+        while i < len(pending):
+            j = min(i + self.max_queued, len(pending))
+            if journal is not None and journal[0] == pending[i] and journal[1] in pending:
+                j = pending.index(journal[1]) + 1
+            group = pending[i:j]
+            log.info("micro-batches %s: applying them to the current state from the change log", _span(group))
+            self._apply([_sorted(changelog.read_batch(b)) for b in group], group)
+            i = j
         self._caught_up = True
 
-    def _apply(self, table: pa.Table, batch_id: int) -> None:
-        """Step 3 of the module docstring for one committed batch."""
+    def _apply(self, tables: list[pa.Table], ids: list[int]) -> None:
+        """Step 3 of the module docstring for committed batches ``ids`` (consecutive, in order)
+        as one: one MERGE per table, under the last batch's id."""
+        first, batch_id = ids[0], ids[-1]
         schema_batch = self._schema_batch
         warnings: list[str] = []
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         if table.num_rows:
             rows = _rows(table)
             model, declared = self._model(schema_batch, rows)
@@ -200,8 +255,8 @@ class ChangeApplier:
                 self.root,
                 batch_id,
                 model,
-                done_step=self._done_step(batch_id),
-                on_step=lambda step: self._journal(batch_id, step),
+                done_step=self._done_step(first, batch_id),
+                on_step=lambda step: self._journal(batch_id, step, first),
                 zero_dates=self.zero_dates,
                 app_id=self.app_id,
                 threads=self.apply_threads,
@@ -217,9 +272,12 @@ class ChangeApplier:
                 self._models = {batch_id: (model, declared)}
                 schema_batch = batch_id
         for w in warnings:
-            log.warning("micro-batch %d: %s", batch_id, w)
-        record = {"batch_id": batch_id, "schema_batch": schema_batch, "warnings": warnings, **_times(table)}
-        write_atomic(self._applied_file(batch_id), json.dumps(record, indent=1).encode())
+            log.warning("micro-batches %s: %s", _span(ids), w)
+        # The last batch's record first: catch_up starts after the last record there is.
+        for b, t in [(batch_id, tables[-1]), *zip(ids[:-1], tables[:-1], strict=True)]:
+            record = {"batch_id": b, "applied_with": [first, batch_id], "schema_batch": schema_batch,
+                      "warnings": warnings, **_times(t)}  # fmt: skip
+            write_atomic(self._applied_file(b), json.dumps(record, indent=1).encode())
         self._schema_batch = schema_batch
 
     def _applied_file(self, batch_id: int) -> Path:
@@ -249,15 +307,25 @@ class ChangeApplier:
         return (model.copy(), dict(declared)) if "DDL" in rows.op else (model, declared)
 
     # ------------------------------------------------------------------ step journal
-    def _done_step(self, batch_id: int) -> int:
+    def _progress(self) -> tuple[int, int, int] | None:
+        """(first batch, last batch, step) of the last apply's journal."""
         path = self._state / "progress.json"
         if not path.is_file():
-            return 0
+            return None
         done = json.loads(path.read_text())
-        return done["step"] if done["batch_id"] == batch_id else 0
+        return done.get("first", done["batch_id"]), done["batch_id"], done["step"]
 
-    def _journal(self, batch_id: int, step: int) -> None:
-        write_atomic(self._state / "progress.json", json.dumps({"batch_id": batch_id, "step": step}).encode())
+    def _done_step(self, first: int, batch_id: int) -> int:
+        progress = self._progress()
+        return progress[2] if progress is not None and progress[:2] == (first, batch_id) else 0
+
+    def _journal(self, batch_id: int, step: int, first: int) -> None:
+        done = {"batch_id": batch_id, "first": first, "step": step}
+        write_atomic(self._state / "progress.json", json.dumps(done).encode())
+
+
+def _span(ids: list[int]) -> str:
+    return str(ids[0]) if len(ids) == 1 else f"{ids[0]}-{ids[-1]}"
 
 
 def _times(table: pa.Table) -> dict[str, Any]:
