@@ -286,7 +286,7 @@ def run_tables(
         out["highest_sustained_txn_per_s"] = max(ok) if ok else 0
         if soak:
             out["soak"] = soak_run(args, db, schema, tables, lake, pipeline, marker)
-        else:
+        elif args.backlog_seconds > 0:
             out["backlog"] = backlog(args, db, schema, tables, lake, marker, base + 100_000_000)
     finally:
         marker.close()
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="seconds per rate")
     ap.add_argument("--rows", type=int, default=1000, help="rows per table before the runs")
     ap.add_argument("--backlog-rate", type=int, default=1500)
-    ap.add_argument("--backlog-seconds", type=float, default=30.0)
+    ap.add_argument("--backlog-seconds", type=float, default=30.0, help="0: no backlog phase")
     ap.add_argument("--trigger", default="1 second", help="the query's processing-time trigger")
     ap.add_argument("--minutes", type=int, default=0, help="soak: minutes at --soak-rate (first table count)")
     ap.add_argument("--soak-rate", type=int, default=1000)
