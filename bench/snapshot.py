@@ -158,16 +158,28 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         time.sleep(2)
         (rows,) = db.query(f"SELECT COUNT(*) FROM `{db.database}`.`{table}`")[0]
         t0 = time.monotonic()
+        log("query start")
         pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", destination="bench",
                                   filter=f"{db.database}\\..*",
                                   snapshot="initial", source=f"{db.host}:{db.port}", source_user=db.repl_user,
-                                  source_password=db.repl_password, snapshot_chunk_rows=args.chunk_rows)  # fmt: skip
+                                  source_password=db.repl_password, snapshot_chunk_rows=args.chunk_rows,
+                                  snapshot_parallelism=args.parallelism)  # fmt: skip
         try:
-            during = rate_of(db, 3600, lambda: snapshot_state(lake) == "done" or pipeline.query.exception())
+            first_chunks: list[float] = []  # when the first micro-batch with chunks was planned
+
+            def done() -> bool:
+                state = snapshot_state(lake)
+                if not first_chunks and isinstance(state, dict) and state.get("read"):
+                    first_chunks.append(time.monotonic() - t0)
+                return state == "done" or pipeline.query.exception() is not None
+
+            during = rate_of(db, 3600, done)
             if pipeline.query.exception() is not None:
                 raise RuntimeError(f"the query failed: {pipeline.query.exception()}")
             secs = time.monotonic() - t0
             log(f"snapshot done after {secs:.1f} s; the writer meanwhile: {during:,.0f} txn/s")
+            for p in pipeline.query.recentProgress[:3]:
+                log(f"batch {p['batchId']} at {p['timestamp']}: {p['durationMs']}")
             stats = lake_bench.batch_stats(pipeline.query, 0)
             log(f"micro-batches: {stats}")
             proc.terminate()
@@ -191,6 +203,10 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         "rows_at_start": int(rows),
         "snapshot_s": round(secs, 1),
         "rows_per_s": round(int(rows) / secs),
+        "startup_s": round(first_chunks[0], 1)
+        if first_chunks
+        else None,  # query start -> first chunks planned
+        "rows_per_s_after_startup": round(int(rows) / (secs - first_chunks[0])) if first_chunks else None,
         "lake_equal_after_s": round(equal_s, 1),
         "writer_rate": args.rate,
         "writer_alone_txn_per_s": round(alone),
@@ -205,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--chunk-rows", type=int, default=50_000)
     ap.add_argument("--processes", type=int, default=2)
+    ap.add_argument("--parallelism", type=int, help="the job's snapshotParallelism (chunks per micro-batch)")
     ap.add_argument(
         "--rate", type=int, default=1000, help="the writer's txn/s during the lake run (0: no lake run)"
     )

@@ -748,3 +748,46 @@ def test_the_stream_before_a_snapshot_declaration_is_left_to_the_chunks(tmp_path
     again = ChangeApplier(tmp_path)
     again(arrow_rows([row("UPDATE", 900, item(b"b", 1, "new"), item(b"b", 1, "older"))]), 2)
     assert current_rows(tmp_path, "shop", "item", "sku, n")[1] == [(b"a", 1, "read", 5), (b"b", 1, "new", 6)]
+
+
+def test_staged_snapshot_chunks_apply_as_their_rows(
+    mariadb: PrivateMariaDB, all_types: tuple, tmp_path: Path
+) -> None:
+    """Chunks an executor staged (``snapshotStage``): the batch's STAGED rows stand for the files'
+    rows, so the lake and the change log are what the rows themselves give. The files go once their
+    batch is committed, leftovers of batches that never committed at the next start, and a missing
+    file fails the batch naming it."""
+    from pycanal.snapshot import describe, plan_chunks, read_chunk, read_schema
+    from pycanal.snapshot.reader import connect
+    from pycanal.spark.apply import stage_dir
+    from pycanal.spark.rows import SnapshotRows
+    from pycanal.spark.snapshot import STAGED, _stage
+
+    db, _ = all_types
+    p = mariadb.repl_params()
+    with connect(p["host"], p["port"], p["user"], p["password"]) as conn:
+        schema = read_schema(conn, [(db, "t_all_types")])
+        t = describe(conn, db, "t_all_types")
+        reads = [read_chunk(conn, t, c) for c in plan_chunks(conn, t, 13)]
+    stage = stage_dir(tmp_path)
+    stage.mkdir(parents=True)
+    (stage / "left-by-a-failed-task.arrow").write_bytes(b"partial")
+    applier = ChangeApplier(tmp_path, zero_dates="null")
+    applier(pa.Table.from_batches(list(SnapshotRows().batches([schema]))), 0)
+    assert list(stage.iterdir()) == []  # cleared before the first batch is read
+
+    markers = pa.Table.from_batches([_stage(stage, r, SnapshotRows().batches([r])) for r in reads])
+    assert markers["op"].to_pylist() == [STAGED] * len(reads) and len(list(stage.iterdir())) == len(reads)
+    applier(markers, 1)
+    assert list(stage.iterdir()) == []
+    assert assert_same_as_source(mariadb, tmp_path, db, workload.ALL_TYPES) > 40
+    logged = [r for r in read_change_log_rows(tmp_path) if r["op"] == "READ"]
+    assert sorted(r["after"] for r in logged) == sorted(
+        r.after for r in SnapshotRows().rows(reads)
+    )  # every row once, as the rows themselves
+
+    gone = _stage(stage, reads[0], SnapshotRows().batches([reads[0]]))
+    path = gone.column("sql")[0].as_py()
+    Path(path).unlink()
+    with pytest.raises(RuntimeError, match=f"staged in {path} cannot be read"):
+        applier(pa.Table.from_batches([gone]), 2)

@@ -254,3 +254,23 @@ def test_no_rows_no_batches() -> None:
 def test_integer_texts_come_out_canonical(text: str, json_text: str) -> None:
     """Canonical texts are kept as they are, others go through int(): the same JSON either way."""
     assert _int(text) == json_text == json.dumps(int(text))
+
+
+def test_snapshot_value_texts_by_column_equal_them_one_by_one() -> None:
+    """A snapshot chunk's JSON texts come from Arrow kernels for integer and plain string columns:
+    the same texts as ``_value`` of each value, escapes and integers past int64 included."""
+    from pycanal.spark.rows import _json_texts, _value
+
+    rnd = random.Random(7)
+    alphabet = ["a", "é", "中", '"', "\\", "\x00", "\n", "\x1f", "\u2028", "😀", " "]
+    columns = [
+        ["".join(rnd.choice(alphabet) for _ in range(rnd.randrange(6))) for _ in range(300)] + [None],
+        ["plain", "é", None, ""],
+        [rnd.randrange(-(2**63), 2**63) for _ in range(100)] + [None],
+        [0, 2**64 - 1, None],
+        [-1, 2**64 - 1],  # no Arrow integer type holds both
+        [None, None],
+        [Decimal("1.50"), None, 1.5, b"\x00\xff", True],
+    ]
+    for values in columns:
+        assert _json_texts(values).to_pylist() == [_value(v) for v in values], values

@@ -23,7 +23,7 @@ import pytest
 from deltalake import DeltaTable
 
 from pipeline_helpers import embedded_server, stop_job
-from pycanal.spark.apply import applied_batch_ids
+from pycanal.spark.apply import applied_batch_ids, stage_dir
 from pycanal.spark.changelog import ChangeLog, change_log_files
 from pycanal.spark.check import normalize
 from pycanal.spark.current import table_path
@@ -216,6 +216,8 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
         assert len(reads) - len(keyed) == 500  # the table without a key: one chunk, change log only
         assert {t for t, _ in keyed} == set(TABLES)
         assert not (lake / "current" / DB / NO_KEY).exists()
+        # the chunks came staged by the executors, and their files went with their batches' commits
+        assert stage_dir(lake).is_dir() and not list(stage_dir(lake).iterdir())
         changes = [(r["position"]["file"], r["position"]["offset"], r["position"]["row"])
                    for r in rows if r["op"] in ("INSERT", "UPDATE", "DELETE")]  # fmt: skip
         assert len(changes) == len(set(changes)), "a change appears twice in the change log"

@@ -321,6 +321,9 @@ def pipeline(
     snapshot_chunk_rows: Annotated[
         int | None, typer.Option("--snapshot-chunk-rows", help="Rows per snapshot chunk (20000).")
     ] = None,
+    snapshot_parallelism: Annotated[
+        int | None, typer.Option("--snapshot-parallelism", help="Snapshot chunks per micro-batch (4).")
+    ] = None,
 ) -> None:
     """Stream a destination into a lake (change log + current-state Delta tables) exactly once,
     until SIGTERM or Ctrl-C: ``python -m pycanal.spark.job`` as a command."""
@@ -350,6 +353,7 @@ def pipeline(
         source_user=source_user,
         source_password=source_password,
         snapshot_chunk_rows=snapshot_chunk_rows,
+        snapshot_parallelism=snapshot_parallelism,
     )
     raise typer.Exit(code)
 

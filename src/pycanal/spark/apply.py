@@ -6,7 +6,8 @@ log and current-state Delta tables.
              .writeStream.foreachBatch(applier)               # or partial(apply_changes, target_dir=...)
              .option("checkpointLocation", "/lake/shop/_checkpoint").start())
 
-Per micro-batch (``batch_id`` from Spark, rows in any order, sorted here by position):
+Per micro-batch (``batch_id`` from Spark, rows in any order, sorted here by position; a
+snapshot chunk staged by the executors, a ``STAGED`` row, replaced by its rows):
 
 1. if the change log's commit marker of ``batch_id`` exists, the batch is in the change log:
    nothing to do; an empty batch has nothing to do either (no marker);
@@ -50,6 +51,7 @@ from .current import APP_ID, ApplyError, BatchRows, CurrentState
 from .maintenance import Maintenance
 from .rows import ARROW_SCHEMA
 from .schema import model_at, model_from_ddl
+from .snapshot import expand_staged
 
 __all__ = ["ApplyError", "ChangeApplier", "applied_batch_ids", "apply_changes", "last_applied"]
 
@@ -155,7 +157,8 @@ class ChangeApplier:
         if changelog.committed(batch_id):
             log.info("micro-batch %d is in the change log already: skipped", batch_id)
             return
-        table = _sorted(_arrow(batch))
+        table, staged = expand_staged(_arrow(batch))
+        table = _sorted(table)
         if table.num_rows == 0:
             # Nothing to log or apply (a replay is empty again): no marker, and no wait for the
             # background apply; a failure of it still surfaces here once it is known.
@@ -164,12 +167,14 @@ class ChangeApplier:
         files = changelog.write(table, batch_id)
         if self._pool is None:
             changelog.commit(batch_id, {"files": files, "rows": table.num_rows})
+            _unlink(staged)
             self._apply([table], [batch_id])
             return
         with self._cond:  # room in the queue (a failure of the apply loop ends the wait)
             self._cond.wait_for(lambda: len(self._queue) < self.max_queued or self._pending is None)
         self._raise_failure()
         changelog.commit(batch_id, {"files": files, "rows": table.num_rows})
+        _unlink(staged)
         with self._cond:
             self._queue.append((table, batch_id))
             if self._pending is None:
@@ -222,6 +227,7 @@ class ChangeApplier:
         the same steps), then the others ``max_queued`` at a time."""
         self.wait()
         self._caught_up = False
+        _unlink(stage_dir(self.root).glob("*"))  # snapshot chunks of batches that never committed
         applied = batch_ids(self._state / "applied")
         last = applied[-1] if applied else -1
         self._schema_batch = (
@@ -322,6 +328,17 @@ class ChangeApplier:
     def _journal(self, batch_id: int, step: int, first: int) -> None:
         done = {"batch_id": batch_id, "first": first, "step": step}
         write_atomic(self._state / "progress.json", json.dumps(done).encode())
+
+
+def stage_dir(target_dir: str | Path) -> Path:
+    """Where the pipeline into ``target_dir`` has executors stage snapshot chunks (the source's
+    ``snapshotStage``): the micro-batch's rows come from there (``expand_staged``)."""
+    return Path(target_dir).resolve() / "_pycanal" / "stage"
+
+
+def _unlink(paths: Any) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def _span(ids: list[int]) -> str:

@@ -124,6 +124,20 @@ class BatchRows:
         self.file = _AsList(position.field("file"))
         self.offset = _AsList(position.field("offset"))
 
+    def at_or_after(self, idx: pa.Array, file: str, offset: int) -> pa.Array:
+        """The rows of ``idx`` at binlog position (file, offset) or later."""
+        position = self.columns["position"]
+        files, offsets = position.field("file").take(idx), position.field("offset").take(idx)
+        floor = binlog_file_order(file)
+        names = pc.unique(files)
+        # per distinct file name: 1 after the floor's file, 0 the same file, -1 before
+        side = pa.array(
+            [(o > floor) - (o < floor) for o in map(binlog_file_order, names.to_pylist())], pa.int8()
+        )
+        side = side.take(pc.index_in(files, value_set=names))
+        keep = pc.or_(pc.equal(side, 1), pc.and_(pc.equal(side, 0), pc.greater_equal(offsets, offset)))
+        return idx.filter(keep)
+
     def statements(self) -> list[int]:
         """The DDL rows."""
         return pc.indices_nonzero(pc.equal(self.columns["op"], "DDL").fill_null(False)).to_pylist()
@@ -346,11 +360,9 @@ class CurrentState:
         for database, table, idx in rows.tables(start, stop) if stop > start else []:
             since = self.declared.get(f"{database}.{table}")
             if since is not None:  # the stream's rows before the snapshot's schema: in its chunks
-                floor = _order(*since)
-                keep = [j for j in idx.to_pylist() if _order(rows.file[j], rows.offset[j]) >= floor]
-                if not keep:
+                idx = rows.at_or_after(idx, since[0], since[1])
+                if not len(idx):
                     continue
-                idx = pa.array(keep, pa.int64())
             step = self._next()
             if step is not None:
                 todo.append((database, table, idx, rows, step))

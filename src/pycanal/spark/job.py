@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from pycanal.heap import settle
 
-from .apply import ChangeApplier
+from .apply import ChangeApplier, stage_dir
 from .maintenance import Maintenance
 
 __all__ = ["Pipeline", "progress_line", "run", "spark_session", "start_pipeline"]
@@ -94,6 +94,7 @@ def start_pipeline(
     source_user: str = "",
     source_password: str = "",
     snapshot_chunk_rows: int | None = None,
+    snapshot_parallelism: int | None = None,
 ) -> Pipeline:
     """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
     ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
@@ -118,8 +119,11 @@ def start_pipeline(
         reader = reader.option("snapshot", snapshot).option("source", source)
         reader = reader.option("sourceUser", source_user).option("sourcePassword", source_password)
         reader = reader.option("snapshotSignals", str(snapshot_requests(lake)))
+        reader = reader.option("snapshotStage", str(stage_dir(lake)))
         if snapshot_chunk_rows:
             reader = reader.option("snapshotChunkRows", str(snapshot_chunk_rows))
+        if snapshot_parallelism:
+            reader = reader.option("snapshotParallelism", str(snapshot_parallelism))
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance
     )
@@ -241,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source-user", default="")
     ap.add_argument("--source-password", default="")
     ap.add_argument("--snapshot-chunk-rows", type=int, help="rows per snapshot chunk (20000)")
+    ap.add_argument("--snapshot-parallelism", type=int, help="snapshot chunks per micro-batch (4)")
     args = ap.parse_args(argv)
     if args.snapshot == "initial" and not args.source:
         ap.error("--snapshot initial needs --source HOST:PORT")
@@ -262,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         source_user=args.source_user,
         source_password=args.source_password,
         snapshot_chunk_rows=args.snapshot_chunk_rows,
+        snapshot_parallelism=args.snapshot_parallelism,
     )
 
 

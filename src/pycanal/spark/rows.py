@@ -53,6 +53,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from zoneinfo import ZoneInfo
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pycanal.binlog import events as ev
 from pycanal.binlog.canonical import is_ddl, json_value
@@ -131,13 +132,17 @@ def _record_batch(*columns: Sequence[Any]) -> pa.RecordBatch:
     op, database, table, pk, before, after, file, offset, row, gtid, ts, sql, sql_database = columns
     text = pa.string()
     position = pa.StructArray.from_arrays(
-        [pa.array(file, text), pa.array(offset, pa.int64()), pa.array(row, pa.int32()), pa.array(gtid, text)],
+        [_array(file, text), _array(offset, pa.int64()), _array(row, pa.int32()), _array(gtid, text)],
         fields=list(POSITION_TYPE),
     )
-    arrays = [pa.array(c, text) for c in (op, database, table, pk, before, after)]
-    arrays += [position, pa.array(ts, ARROW_SCHEMA.field("ts").type)]
-    arrays += [pa.array(sql, text), pa.array(sql_database, text)]
+    arrays = [_array(c, text) for c in (op, database, table, pk, before, after)]
+    arrays += [position, _array(ts, ARROW_SCHEMA.field("ts").type)]
+    arrays += [_array(sql, text), _array(sql_database, text)]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _array(values: Sequence[Any] | pa.Array, kind: pa.DataType) -> pa.Array:
+    return values if isinstance(values, pa.Array) else pa.array(values, kind)
 
 
 def to_record_batch(rows: list[ChangeRow]) -> pa.RecordBatch:
@@ -424,16 +429,75 @@ class SnapshotRows(_RowSource["ChunkRead | SchemaRead"]):
                     yield _Run("DDL", schema, table, [None], [None], [None], read.file, read.pos,
                                self._b.take(read.file, read.pos, 1), None, read.seconds, sql, schema)  # fmt: skip
                 continue
-            t = read.table
+            if read.rows:
+                t, n = read.table, len(read.rows)
+                pks, afters = _chunk_images(read)
+                yield _Run("READ", t.schema, t.name, pks.to_pylist() if pks is not None else [None] * n,
+                           [None] * n, afters.to_pylist(), read.file, read.pos, self._b.take(read.file, read.pos, n),
+                           None, read.seconds, None, None)  # fmt: skip
+
+    def batches(
+        self, reads: Iterable[ChunkRead | SchemaRead], rows_per_batch: int = 8192
+    ) -> Iterator[pa.RecordBatch]:
+        """As ``_RowSource.batches``; a chunk's images are built column by column (``_chunk_images``)."""
+        if rows_per_batch < 1:
+            raise ValueError(f"rows_per_batch must be positive, got {rows_per_batch}")
+        for read in reads:
+            if isinstance(read, SchemaRead):
+                yield from _batches(self._runs([read]), rows_per_batch)
+                continue
             if not read.rows:
                 continue
-            plan = _TablePlan(tuple(_jstr(c.name) + ":" for c in t.columns), tuple(sorted(t.key)))
-            names = plan.names
-            pks = [_key(plan, r, None) for r in read.rows]
-            afters: list[str | None] = [_image(names, r) for r in read.rows]
-            n = len(pks)
-            yield _Run("READ", t.schema, t.name, pks, [None] * n, afters, read.file, read.pos,
-                       self._b.take(read.file, read.pos, n), None, read.seconds, None, None)  # fmt: skip
+            t, n = read.table, len(read.rows)
+            pks, afters = _chunk_images(read)
+            first = self._b.take(read.file, read.pos, n)
+            for a in range(0, n, rows_per_batch):
+                m = min(rows_per_batch, n - a)
+                nulls = pa.nulls(m, pa.string())
+                yield _record_batch(
+                    ["READ"] * m, [t.schema] * m, [t.name] * m, pks.slice(a, m) if pks is not None else nulls, nulls,
+                    afters.slice(a, m), [read.file] * m, [read.pos] * m, range(first + a, first + a + m), nulls,
+                    [read.seconds * 1_000_000] * m, nulls, nulls,
+                )  # fmt: skip
+
+
+def _chunk_images(read: ChunkRead) -> tuple[pa.Array | None, pa.Array]:
+    """A chunk's ``pk`` (None: the table has no key) and ``after`` JSON texts, each column's
+    value texts built once for all its rows."""
+    t = read.table
+    names = [_jstr(c.name) + ":" for c in t.columns]
+    texts = [_json_texts(values) for values in zip(*read.rows, strict=True)]
+    key = sorted(t.key)
+    pks = _objects([names[i] for i in key], [texts[i] for i in key]) if key else None
+    return pks, _objects(names, texts)
+
+
+# A string value Arrow may quote as it is: nothing ``encode_basestring`` would escape.
+_PLAIN = r"^[^\x00-\x1f\"\\]*$"
+
+
+def _json_texts(values: Sequence[Any]) -> pa.Array:
+    """``_value`` of each value (non-null texts), by Arrow kernels for integers and plain strings."""
+    kinds = {type(v) for v in values}
+    kinds.discard(type(None))
+    try:
+        if kinds == {int}:
+            return pc.cast(pa.array(values), pa.string()).fill_null("null")
+        if kinds == {str}:
+            strings = pa.array(values, pa.string())
+            if pc.all(pc.match_substring_regex(strings, _PLAIN)).as_py() is not False:
+                return pc.binary_join_element_wise('"', strings, '"', "").fill_null("null")
+    except (pa.ArrowInvalid, OverflowError, UnicodeError):
+        pass  # an integer Arrow has no type for: one by one
+    return pa.array([_value(v) for v in values], pa.string())
+
+
+def _objects(names: list[str], texts: list[pa.Array]) -> pa.Array:
+    """``{name: text, ...}`` per row."""
+    parts: list[Any] = []
+    for i, (name, column) in enumerate(zip(names, texts, strict=True)):
+        parts += [("{" if i == 0 else ",") + name, column]
+    return pc.binary_join_element_wise(*parts, "}", "")
 
 
 # Leads the snapshot's CREATE TABLE rows: the lake takes the table's schema as of that position.
