@@ -148,6 +148,7 @@ class ChangeApplier:
         self._caught_up = False  # catch_up ran, and no background apply failed since
         self._failed: Future[None] | None = None  # the apply loop that failed, not reported yet
         self._schema_batch: int | None = None  # whose saved schema model is in force now
+        self.rows_in: dict[int, int] = {}  # change rows of the last 100 micro-batches, by batch id
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         batch_id = int(batch_id)
@@ -159,6 +160,9 @@ class ChangeApplier:
             return
         table, staged = expand_staged(_arrow(batch))
         table = _sorted(table)
+        self.rows_in[batch_id] = table.num_rows  # Spark's numInputRows counts a staged chunk once
+        while len(self.rows_in) > 100:
+            del self.rows_in[next(iter(self.rows_in))]
         if table.num_rows == 0:
             # Nothing to log or apply (a replay is empty again): no marker, and no wait for the
             # background apply; a failure of it still surfaces here once it is known.

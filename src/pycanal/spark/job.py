@@ -167,7 +167,11 @@ def progress_line(pipeline: Pipeline, lake: str | Path) -> str:
     from .apply import last_applied
 
     q = pipeline.query
-    rows = sum(p.get("numInputRows", 0) for p in q.recentProgress)
+
+    def rows_of(p: dict[str, Any]) -> int:  # a staged snapshot chunk is one input row to Spark
+        return pipeline.applier.rows_in.get(p.get("batchId", -1), p.get("numInputRows", 0))
+
+    rows = sum(rows_of(p) for p in q.recentProgress)
     last = q.lastProgress or {}
     applied = last_applied(lake)
     behind = (
@@ -177,7 +181,7 @@ def progress_line(pipeline: Pipeline, lake: str | Path) -> str:
     )
     snapshot = snapshot_progress(q)
     return (
-        f"batch {last.get('batchId', '-')}: {last.get('numInputRows', 0)} rows in "
+        f"batch {last.get('batchId', '-')}: {rows_of(last) if last else 0} rows in "
         f"{last.get('durationMs', {}).get('addBatch', 0)} ms; {rows} rows in the last "
         f"{len(q.recentProgress)} batches; applied up to batch "
         f"{applied['batch_id'] if applied else '-'} ({behind})"
