@@ -319,7 +319,7 @@ def pipeline(
     ] = "",
     source_password: Annotated[str, typer.Option("--source-password", help="Its password.")] = "",
     snapshot_chunk_rows: Annotated[
-        int | None, typer.Option("--snapshot-chunk-rows", help="Rows per snapshot chunk (20000).")
+        int | None, typer.Option("--snapshot-chunk-rows", help="Rows per snapshot chunk (50000).")
     ] = None,
     snapshot_parallelism: Annotated[
         int | None, typer.Option("--snapshot-parallelism", help="Snapshot chunks per micro-batch (4).")

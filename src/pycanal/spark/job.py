@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", default="", help="the MySQL/MariaDB to snapshot, HOST:PORT")
     ap.add_argument("--source-user", default="")
     ap.add_argument("--source-password", default="")
-    ap.add_argument("--snapshot-chunk-rows", type=int, help="rows per snapshot chunk (20000)")
+    ap.add_argument("--snapshot-chunk-rows", type=int, help="rows per snapshot chunk (50000)")
     ap.add_argument("--snapshot-parallelism", type=int, help="snapshot chunks per micro-batch (4)")
     args = ap.parse_args(argv)
     if args.snapshot == "initial" and not args.source:

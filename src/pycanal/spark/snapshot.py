@@ -2,7 +2,7 @@
 
 Options: ``snapshot`` (``initial``: the existing rows of the filter's tables first, when the query
 starts from no checkpoint; ``never``, the default), ``source`` (HOST:PORT of the MySQL/MariaDB),
-``sourceUser``, ``sourcePassword``, ``snapshotChunkRows`` (rows per chunk, 20000),
+``sourceUser``, ``sourcePassword``, ``snapshotChunkRows`` (rows per chunk, 50000),
 ``snapshotParallelism`` (chunks per micro-batch, each one partition: 4), ``snapshotStage`` (a
 directory the executors and the driver share: see below).
 
@@ -112,7 +112,7 @@ def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | 
         int(port),
         options.get("sourceuser", ""),
         options.get("sourcepassword", ""),
-        number(options, "snapshotChunkRows", 20_000),
+        number(options, "snapshotChunkRows", 50_000),
         number(options, "snapshotParallelism", 4),
         mode == "initial",
         Path(signals) if signals else None,
