@@ -371,7 +371,7 @@ STAGED = "STAGED"
 def _stage(stage: Path, read: ChunkRead, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
     """Write a chunk's rows to a new file in ``stage``; its ``STAGED`` row (None: no rows)."""
     stage.mkdir(parents=True, exist_ok=True)
-    path = stage / f"{read.table.schema}.{read.table.name}.{uuid.uuid4().hex}.arrow"
+    path = stage / f"{uuid.uuid4().hex}.arrow"  # not the table's name: any character may be in it
     tmp = path.with_suffix(".tmp")
     n = 0
     options = pa.ipc.IpcWriteOptions(compression="lz4")
@@ -401,7 +401,7 @@ def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Path]]:
     for i in staged:
         path = Path(paths[i].as_py())
         try:
-            with pa.memory_map(str(path)) as source:
+            with pa.OSFile(str(path), "rb") as source:  # read into memory: the file goes soon
                 chunk = pa.ipc.open_file(source).read_all()
         except (OSError, pa.ArrowInvalid) as exc:
             raise RuntimeError(f"the snapshot chunk staged in {path} cannot be read: {exc}") from None
