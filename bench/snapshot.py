@@ -177,6 +177,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
             if pipeline.query.exception() is not None:
                 raise RuntimeError(f"the query failed: {pipeline.query.exception()}")
             secs = time.monotonic() - t0
+            startup = first_chunks[0] if first_chunks else None
             log(f"snapshot done after {secs:.1f} s; the writer meanwhile: {during:,.0f} txn/s")
             for p in pipeline.query.recentProgress[:3]:
                 log(f"batch {p['batchId']} at {p['timestamp']}: {p['durationMs']}")
@@ -203,10 +204,8 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         "rows_at_start": int(rows),
         "snapshot_s": round(secs, 1),
         "rows_per_s": round(int(rows) / secs),
-        "startup_s": round(first_chunks[0], 1)
-        if first_chunks
-        else None,  # query start -> first chunks planned
-        "rows_per_s_after_startup": round(int(rows) / (secs - first_chunks[0])) if first_chunks else None,
+        "startup_s": round(startup, 1) if startup else None,  # query start -> first chunks planned
+        "rows_per_s_after_startup": round(int(rows) / (secs - startup)) if startup else None,
         "lake_equal_after_s": round(equal_s, 1),
         "writer_rate": args.rate,
         "writer_alone_txn_per_s": round(alone),

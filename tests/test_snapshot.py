@@ -206,3 +206,29 @@ def test_a_column_type_the_snapshot_cannot_read_is_an_error_naming_it():
     )
     with pytest.raises(SnapshotError, match=r"db\.t: column v has type vector\(3\)"):
         _select(t, Chunk("db", "t", None, None))
+
+
+def test_an_executor_keeps_its_source_connection_and_replaces_a_broken_one(db):
+    """``format('canal')``'s chunk reads share one connection per Python worker: kept after a read,
+    replaced when the source killed it, closed (not kept) when a read failed."""
+    from pycanal.spark.snapshot import _source, snapshot_options
+
+    p = db.repl_params()
+    opts = snapshot_options(
+        {"snapshot": "initial", "source": f"{p['host']}:{p['port']}", "sourceuser": p["user"],
+         "sourcepassword": p["password"], "filter": f"{SCHEMA}\\..*"},
+        lambda options, name, default: default,
+    )  # fmt: skip
+    with _source(opts) as first:
+        first.query("SELECT 1")
+    with _source(opts) as again:
+        assert again is first
+    db.execute(f"KILL CONNECTION {first.thread_id()}")
+    with _source(opts) as fresh:
+        assert fresh is not first
+        fresh.query("SELECT 1")
+    with pytest.raises(RuntimeError), _source(opts) as failing:
+        raise RuntimeError("a chunk read failed")
+    assert not failing.open
+    with _source(opts) as after:
+        assert after is not failing and after.open

@@ -488,7 +488,7 @@ def _json_texts(values: Sequence[Any]) -> pa.Array:
             if pc.all(pc.match_substring_regex(strings, _PLAIN)).as_py() is not False:
                 return pc.binary_join_element_wise('"', strings, '"', "").fill_null("null")
     except (pa.ArrowInvalid, OverflowError, UnicodeError):
-        pass  # an integer Arrow has no type for: one by one
+        pass  # integers no Arrow type holds (or text Arrow cannot encode): one by one
     return pa.array([_value(v) for v in values], pa.string())
 
 
