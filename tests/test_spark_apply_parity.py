@@ -21,6 +21,7 @@ from deltalake import DeltaTable
 
 from pycanal.binlog.canonical import json_value
 from pycanal.binlog.rows import JsonText
+from pycanal.spark import current
 from pycanal.spark.apply import ChangeApplier
 from pycanal.spark.current import CurrentState
 from pycanal.spark.rows import ChangeRow, RowPosition, to_record_batch
@@ -143,7 +144,9 @@ def contents(target: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The tables whose rows took the row-by-row path."""
+    """The tables whose rows took the row-by-row path (the reader's path is tried for any number
+    of rows, not only from ``_SMALL`` on)."""
+    monkeypatch.setattr(current, "_SMALL", 0)
     parsed: list[str] = []
     parse = CurrentState._parse_source
 

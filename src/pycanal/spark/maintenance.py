@@ -39,25 +39,34 @@ class Maintenance:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     done: dict[str, int] = field(default_factory=lambda: {"compact": 0, "checkpoint": 0, "vacuum": 0})
 
-    def after_merge(self, name: str, dt: Any) -> None:
-        """Count a MERGE into the table ``name`` (``database.table``; ``dt``, its open
-        ``DeltaTable``) and do what is due."""
+    def after_merge(self, name: str, table: Any) -> None:
+        """Count a MERGE into the table ``name`` (``database.table``; ``table``, its open
+        ``KeyedTable``) and do what is due."""
         with self._lock:
             n = self._merges.get(name)
             if n is None:
                 n = zlib.crc32(name.encode()) % 997  # spread the tables' turns
             n = self._merges[name] = n + 1
-        if self.compact_every and n % self.compact_every == 0:
-            dt.optimize.compact()
-            self._count("compact")
-        if self.checkpoint_every and n % self.checkpoint_every == 0:
-            dt.create_checkpoint()
-            self._count("checkpoint")
-        if self.vacuum_every and n % self.vacuum_every == 0:
-            dt.vacuum(
-                retention_hours=int(self.retention_hours), enforce_retention_duration=False, dry_run=False
-            )
-            self._count("vacuum")
+        due = [
+            what
+            for what, every in (("compact", self.compact_every), ("checkpoint", self.checkpoint_every),
+                                ("vacuum", self.vacuum_every))
+            if every and n % every == 0
+        ]  # fmt: skip
+        if not due:
+            return
+        dt = table.delta()
+        for what in due:
+            if what == "compact":
+                dt.optimize.compact()
+            elif what == "checkpoint":
+                dt.create_checkpoint()
+            else:
+                dt.vacuum(
+                    retention_hours=int(self.retention_hours), enforce_retention_duration=False, dry_run=False
+                )
+            self._count(what)
+        table.reload()  # compaction replaced files
 
     def forget(self) -> None:
         """Tables may have been replaced (DDL): their counters start over."""

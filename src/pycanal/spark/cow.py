@@ -1,0 +1,285 @@
+"""A current-state Delta table written copy-on-write, its log entries written here.
+
+A delta-rs MERGE costs ~15 ms of CPU whatever its size (DataFusion plans it, the commit reads
+and refreshes the table state), so a micro-batch of 1-row transactions spread over 200 tables
+cost ~4 s of driver CPU (docs/benchmarks.md). ``KeyedTable`` keeps a table's live files in
+memory (path, size, and the range of a single integer key); ``write`` replaces the files whose
+key range can hold a changed key by one Parquet file (their rows without the changed keys, plus
+the upserted rows) and commits the swap as the table's next log entry, created only if that
+version does not exist yet (a hard link, as delta-rs' own local store does): ~3 ms. The entry
+carries the Delta transaction id a MERGE would (``txn``), so exactly-once is unchanged, and
+readers (delta-rs, Spark) see an ordinary remove/add commit.
+
+Tables whose protocol or properties ask more of a writer (deletion vectors, column mapping, a
+change data feed, CHECK constraints, invariants, append-only: ``unsupported`` says which), and
+keys Arrow does not compare as SQL does (floating point), are MERGEd by delta-rs instead.
+Another writer's commit (upkeep, a user) makes the link fail: the state is read again and the
+write redone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from pycanal import __version__
+
+__all__ = ["KeyedTable", "unsupported"]
+
+_WRITER_FEATURES = {"timestampNtz", "appendOnly", "invariants"}  # invariants/appendOnly: checked unused
+_RETRIES = 3
+
+
+def unsupported(dt: DeltaTable) -> str | None:
+    """Why ``dt`` must not be written by ``KeyedTable`` (None: it may be)."""
+    protocol = dt.protocol()
+    features = set(protocol.writer_features or [])
+    if protocol.min_writer_version > 2 and not (
+        protocol.min_writer_version == 7 and features <= _WRITER_FEATURES
+    ):
+        return f"writer version {protocol.min_writer_version} with features {sorted(features)}"
+    config = dt.metadata().configuration
+    if config.get("delta.appendOnly", "false").lower() == "true":
+        return "delta.appendOnly"
+    for key in config:
+        if key.startswith("delta.constraints."):
+            return f"CHECK constraint {key}"
+    for field in dt.schema().fields:
+        if "delta.invariants" in (field.metadata or {}):
+            return f"invariant on column {field.name}"
+    return None
+
+
+def _exact(t: pa.DataType) -> bool:
+    """Whether Arrow's equality of values of ``t`` is the key equality (not so for -0.0 / 0.0)."""
+    return not pa.types.is_floating(t) and (
+        pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_boolean(t)
+    )
+
+
+def _ranged(t: pa.DataType) -> bool:
+    """Integer types whose Delta statistics are exact (Delta has no unsigned 64-bit type)."""
+    return pa.types.is_integer(t) and t != pa.uint64()
+
+
+@dataclass(frozen=True)
+class _File:
+    size: int
+    low: int | None  # the range key's bounds, None where unknown
+    high: int | None
+
+
+class _Conflict(Exception):
+    """The next log version exists already: another writer committed."""
+
+
+class KeyedTable:
+    """An open current-state table: its delta-rs handle and, for a table ``write`` may write, its
+    version, transaction id and live files as they are after this process's commits."""
+
+    def __init__(self, path: Path, schema: pa.Schema, keys: list[str], app_id: str) -> None:
+        self.path, self.schema, self.keys, self.app_id = path, schema, keys, app_id
+        self.dt = DeltaTable(str(path))
+        key_types = [schema.field(k).type for k in keys]
+        self.why_not = None if all(_exact(t) for t in key_types) else "a floating-point key"
+        self.range_key = keys[0] if len(keys) == 1 and _ranged(key_types[0]) else None
+        self.files: dict[str, _File] = {}
+        self._fresh = True  # self.dt is at self.version
+        self._load()
+
+    @property
+    def writable(self) -> bool:
+        return self.why_not is None
+
+    def delta(self) -> DeltaTable:
+        """The delta-rs handle at the latest version (after this process's own commits)."""
+        if not self._fresh:
+            self.dt.update_incremental()
+            self._fresh = True
+        return self.dt
+
+    def reload(self) -> None:
+        """Read the state again (after a commit by delta-rs)."""
+        self.delta()
+        self._load()
+
+    def _load(self) -> None:
+        dt = self.dt
+        if self.why_not is None:
+            self.why_not = unsupported(dt)
+        self.version = dt.version()
+        self.txn = dt.transaction_version(self.app_id)
+        if self.why_not is not None:
+            return
+        adds = pa.table(dt.get_add_actions(flatten=True))
+        n = adds.num_rows
+        lows = highs = [None] * n
+        if self.range_key is not None and f"min.{self.range_key}" in adds.column_names:
+            lows = adds.column(f"min.{self.range_key}").to_pylist()
+            highs = adds.column(f"max.{self.range_key}").to_pylist()
+        self.files = {
+            p: _File(s, lo, hi)
+            for p, s, lo, hi in zip(
+                adds["path"].to_pylist(), adds["size_bytes"].to_pylist(), lows, highs, strict=True
+            )
+        }
+
+    def committed(self, txn: int) -> bool:
+        return self.txn is not None and self.txn >= txn
+
+    # ------------------------------------------------------------------ write
+    def write(self, upserts: pa.Table, deletes: pa.Table, txn: int, metadata: dict[str, Any]) -> None:
+        """Replace the rows of ``upserts``' and ``deletes``' keys by ``upserts`` (rows of the table's
+        schema; ``deletes``: key columns; no key twice) in one commit with transaction id ``txn``."""
+        changed = pa.concat_tables(
+            [upserts.select(self.keys), deletes.select(self.keys).cast(upserts.select(self.keys).schema)]
+        )
+        for attempt in range(_RETRIES):
+            try:
+                self._write(upserts, changed, txn, metadata)
+                return
+            except _Conflict:
+                if attempt == _RETRIES - 1:
+                    raise RuntimeError(
+                        f"{self.path}: version {self.version + 1} was committed by another writer {_RETRIES} times "
+                        "in a row"
+                    ) from None
+                self._fresh = False
+                self.reload()
+                if self.committed(txn):
+                    return
+
+    def _write(self, upserts: pa.Table, changed: pa.Table, txn: int, metadata: dict[str, Any]) -> None:
+        touched = self._touching(changed)
+        kept = [self._without(self._read(p), changed) for p in touched]
+        new = pa.concat_tables([*kept, upserts]) if kept else upserts
+        added = self._write_file(new) if new.num_rows else None
+        try:
+            self._commit(touched, added, txn, metadata, len(upserts), len(changed) - len(upserts))
+        except BaseException:
+            if added is not None:
+                (self.path / added[0]).unlink(missing_ok=True)  # in no log entry
+            raise
+        for p in touched:
+            del self.files[p]
+        if added is not None:
+            self.files[added[0]] = added[1]
+        self.version += 1
+        self.txn = txn
+        self._fresh = False
+
+    def _touching(self, changed: pa.Table) -> list[str]:
+        """The live files that may hold a changed key."""
+        if self.range_key is None or not self.files:
+            return list(self.files)
+        keys = changed.column(self.range_key)
+        low, high = (v.as_py() for v in pc.min_max(keys).values())
+        out = []
+        for p, f in self.files.items():
+            if f.low is None or f.high is None:
+                out.append(p)
+            elif f.low <= high and low <= f.high:
+                inside = pc.and_(pc.greater_equal(keys, f.low), pc.less_equal(keys, f.high))
+                if pc.any(inside).as_py():
+                    out.append(p)
+        return out
+
+    def _read(self, name: str) -> pa.Table:
+        data = pq.read_table(self.path / name)
+        return data.select(self.schema.names).cast(self.schema)
+
+    def _without(self, data: pa.Table, changed: pa.Table) -> pa.Table:
+        if len(self.keys) == 1:
+            k = self.keys[0]
+            return data.filter(
+                pc.invert(pc.is_in(data.column(k), value_set=changed.column(k).combine_chunks()))
+            )
+        # Joined on the keys alone: Acero joins no list (SET) columns.
+        rows = data.select(self.keys).append_column("__row", pa.array(range(data.num_rows), pa.int64()))
+        return data.take(rows.join(changed, self.keys, join_type="left anti").column("__row"))
+
+    def _write_file(self, data: pa.Table) -> tuple[str, _File, str]:
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        pq.write_table(data, self.path / name, compression="snappy")
+        stats = _stats(data)
+        low = high = None
+        if self.range_key is not None:
+            low, high = stats["minValues"][self.range_key], stats["maxValues"][self.range_key]
+        text = json.dumps(stats, separators=(",", ":"))
+        return name, _File(os.path.getsize(self.path / name), low, high), text
+
+    def _commit(
+        self, removed: list[str], added: tuple[str, _File, str] | None, txn: int, metadata: dict[str, Any],
+        upserts: int, deletes: int,
+    ) -> None:  # fmt: skip
+        now = int(time.time() * 1000)
+        info = {
+            "timestamp": now,
+            "operation": "MERGE",
+            "operationParameters": {"mergePredicate": " AND ".join(f"t.{k} = s.{k}" for k in self.keys)},
+            "readVersion": self.version,
+            "engineInfo": f"pycanal-{__version__}",
+            "clientVersion": f"pycanal-{__version__}",
+            "operationMetrics": {
+                "num_source_rows": upserts + deletes,
+                "num_target_files_removed": len(removed),
+                "num_target_files_added": int(added is not None),
+            },
+            **{k: str(v) for k, v in metadata.items()},
+        }
+        actions: list[dict[str, Any]] = [
+            {"commitInfo": info},
+            {"txn": {"appId": self.app_id, "version": txn, "lastUpdated": now}},
+        ]
+        for p in removed:
+            actions.append({"remove": {
+                "path": p, "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
+                "partitionValues": {}, "size": self.files[p].size,
+            }})  # fmt: skip
+        if added is not None:
+            name, f, stats = added
+            actions.append({"add": {
+                "path": name, "partitionValues": {}, "size": f.size, "modificationTime": now, "dataChange": True,
+                "stats": stats,
+            }})  # fmt: skip
+        log_dir = self.path / "_delta_log"
+        tmp = log_dir / f"_commit_{uuid.uuid4()}.json.tmp"
+        tmp.write_text("".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions))
+        try:
+            os.link(tmp, log_dir / f"{self.version + 1:020d}.json")
+        except FileExistsError:
+            raise _Conflict from None
+        finally:
+            tmp.unlink()
+
+
+def _stats(data: pa.Table) -> dict[str, Any]:
+    """A data file's Delta statistics: rows, null counts, and the bounds of integer columns and of
+    short strings (bounds are optional; long texts would bloat the log)."""
+    lows, highs, nulls = {}, {}, {}
+    for field, column in zip(data.schema, data.columns, strict=True):
+        nulls[field.name] = column.null_count
+        t = field.type
+        if column.null_count == len(column):
+            continue
+        text = pa.types.is_string(t) or pa.types.is_large_string(t)
+        if _ranged(t) or (text and pc.max(pc.binary_length(column)).as_py() <= 32):
+            lows[field.name], highs[field.name] = (v.as_py() for v in pc.min_max(column).values())
+    return {"numRecords": data.num_rows, "minValues": lows, "maxValues": highs, "nullCount": nulls}

@@ -1,0 +1,138 @@
+"""Copy-on-write commits written to the Delta log by pycanal (``pycanal.spark.cow``): what delta-rs
+reads back equals the changes, the key ranges spare untouched files, a commit by another writer
+in between is not lost, and tables that ask more of a writer go through delta-rs' MERGE."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from pycanal.spark.cow import KeyedTable, unsupported
+
+SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.int64()), ("s", pa.string())])
+
+
+def table(tmp_path: Path, schema: pa.Schema = SCHEMA, keys: tuple[str, ...] = ("id",)) -> KeyedTable:
+    path = tmp_path / "t"
+    write_deltalake(str(path), schema.empty_table(), mode="error")
+    return KeyedTable(path, schema, list(keys), "app")
+
+
+def rows(pairs: dict[int, int | None]) -> tuple[pa.Table, pa.Table]:
+    """upserts (id -> v) and deletes (id -> None)."""
+    up = {k: v for k, v in pairs.items() if v is not None}
+    upserts = pa.table(
+        {"id": pa.array(list(up), pa.int32()), "v": pa.array(list(up.values()), pa.int64()),
+         "s": pa.array([f"s{v}" if v % 3 else None for v in up.values()], pa.string())},
+        schema=SCHEMA,
+    )  # fmt: skip
+    deletes = pa.table({"id": pa.array([k for k, v in pairs.items() if v is None], pa.int32())})
+    return upserts, deletes
+
+
+def contents(path: Path) -> dict[int, tuple]:
+    data = DeltaTable(str(path)).to_pyarrow_table()
+    out = {}
+    for r in data.to_pylist():
+        assert r["id"] not in out, f"key {r['id']} twice"
+        out[r["id"]] = (r["v"], r["s"])
+    return out
+
+
+def test_random_changes_read_back_by_delta_rs_equal_the_model(tmp_path: Path) -> None:
+    t = table(tmp_path)
+    rnd, model = random.Random(7), {}
+    for txn in range(1, 41):
+        pairs = {}
+        for _ in range(rnd.randrange(1, 30)):
+            k = rnd.randrange(200) if rnd.random() < 0.7 else 200 + txn * 10 + rnd.randrange(10)
+            pairs[k] = None if rnd.random() < 0.2 else rnd.randrange(-(2**40), 2**40)
+        upserts, deletes = rows(pairs)
+        t.write(upserts, deletes, txn, {"pycanal.batch_id": txn})
+        for k, v in pairs.items():
+            if v is None:
+                model.pop(k, None)
+            else:
+                model[k] = (v, f"s{v}" if v % 3 else None)
+        if txn % 10 == 0:
+            assert contents(t.path) == model
+    dt = DeltaTable(str(t.path))
+    assert dt.version() == 40 and dt.transaction_version("app") == 40
+    assert dt.history(1)[0]["operation"] == "MERGE" and dt.history(1)[0]["pycanal.batch_id"] == "40"
+    stats = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
+    assert sum(stats["num_records"]) == len(model)
+    ids = sorted(model)
+    assert min(stats["min.id"]) == ids[0] and max(stats["max.id"]) == ids[-1]
+    dt.create_checkpoint()  # delta-rs replays the entries into its own checkpoint
+    assert contents(t.path) == model
+    assert json.loads((t.path / "_delta_log" / "_last_checkpoint").read_text())["version"] == 40
+
+
+def test_key_ranges_spare_the_files_no_changed_key_can_be_in(tmp_path: Path) -> None:
+    t = table(tmp_path)
+    t.write(*rows({k: k for k in range(100)}), 1, {})
+    first = set(t.files)
+    t.write(*rows({k: k for k in range(100, 110)}), 2, {})  # new keys above the range: a new file only
+    assert first < set(t.files) and len(t.files) == 2
+    t.write(*rows({105: None, 106: 1}), 3, {})  # only the second file is rewritten
+    assert first < set(t.files) and len(t.files) == 2
+    t.write(*rows({5: None}), 4, {})
+    assert not first & set(t.files)
+    assert len(DeltaTable(str(t.path)).file_uris()) == 2
+    assert contents(t.path) == {**{k: (k, f"s{k}" if k % 3 else None) for k in range(110) if k not in (5, 105)},
+                                106: (1, "s1")}  # fmt: skip
+
+
+def test_composite_and_string_keys(tmp_path: Path) -> None:
+    schema = pa.schema([("a", pa.string()), ("b", pa.int64()), ("v", pa.string())])
+    t = table(tmp_path, schema, ("a", "b"))
+    assert t.range_key is None
+    up = pa.table({"a": ["x", "x", "y"], "b": [1, 2, 1], "v": ["1", "2", "3"]}, schema=schema)
+    t.write(up, pa.table({"a": pa.array([], pa.string()), "b": pa.array([], pa.int64())}), 1, {})
+    up = pa.table({"a": ["y"], "b": [2], "v": ["4"]}, schema=schema)
+    t.write(up, pa.table({"a": ["x"], "b": [2]}), 2, {})
+    data = DeltaTable(str(t.path)).to_pyarrow_table().sort_by([("a", "ascending"), ("b", "ascending")])
+    assert data.to_pylist() == [
+        {"a": "x", "b": 1, "v": "1"},
+        {"a": "y", "b": 1, "v": "3"},
+        {"a": "y", "b": 2, "v": "4"},
+    ]
+
+
+def test_a_commit_by_another_writer_in_between_is_kept(tmp_path: Path) -> None:
+    t = table(tmp_path)
+    t.write(*rows({1: 1, 2: 2}), 1, {})
+    extra = pa.table({"id": pa.array([50], pa.int32()), "v": pa.array([50], pa.int64()), "s": ["other"]})
+    write_deltalake(str(t.path), extra, mode="append")  # the version t would write next
+    t.write(*rows({2: None, 3: 3}), 2, {})
+    assert contents(t.path) == {1: (1, "s1"), 3: (3, None), 50: (50, "other")}
+    assert DeltaTable(str(t.path)).transaction_version("app") == 2
+    assert not list((t.path / "_delta_log").glob("*.tmp"))
+    live = {Path(u).name for u in DeltaTable(str(t.path)).file_uris()}
+    on_disk = {p.name for p in t.path.glob("*.parquet")}
+    assert live <= on_disk and len(on_disk - live) == 1  # the replaced file; the lost try left none
+
+
+def test_tables_that_ask_more_of_a_writer_are_not_written(tmp_path: Path) -> None:
+    t = table(tmp_path)
+    assert t.writable and unsupported(t.dt) is None
+    t.dt.alter.add_constraint({"v_positive": "v > 0"})
+    assert (
+        "constraint" in (unsupported(DeltaTable(str(t.path))) or "").lower()
+        or not KeyedTable(t.path, SCHEMA, ["id"], "app").writable
+    )
+    assert not KeyedTable(t.path, SCHEMA, ["id"], "app").writable
+    float_key = pa.schema([("k", pa.float64()), ("v", pa.int64())])
+    assert not table(tmp_path / "f", float_key, ("k",)).writable  # -0.0 and 0.0 are one key in SQL
+
+
+@pytest.mark.parametrize("config", [{"delta.enableChangeDataFeed": "true"}, {"delta.appendOnly": "true"}])
+def test_table_properties_that_need_delta_rs(tmp_path: Path, config: dict[str, str]) -> None:
+    path = tmp_path / "t"
+    write_deltalake(str(path), SCHEMA.empty_table(), configuration=config)
+    assert unsupported(DeltaTable(str(path))) is not None
