@@ -12,15 +12,20 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from pycanal.spark.cow import KeyedTable, unsupported
+from pycanal.spark.cow import Contents, KeyedTable, unsupported
 
 SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.int64()), ("s", pa.string())])
 
 
-def table(tmp_path: Path, schema: pa.Schema = SCHEMA, keys: tuple[str, ...] = ("id",)) -> KeyedTable:
+def table(
+    tmp_path: Path,
+    schema: pa.Schema = SCHEMA,
+    keys: tuple[str, ...] = ("id",),
+    contents: Contents | None = None,
+) -> KeyedTable:
     path = tmp_path / "t"
     write_deltalake(str(path), schema.empty_table(), mode="error")
-    return KeyedTable(path, schema, list(keys), "app")
+    return KeyedTable(path, schema, list(keys), "app", contents or Contents())
 
 
 def rows(pairs: dict[int, int | None]) -> tuple[pa.Table, pa.Table]:
@@ -44,8 +49,9 @@ def contents(path: Path) -> dict[int, tuple]:
     return out
 
 
-def test_random_changes_read_back_by_delta_rs_equal_the_model(tmp_path: Path) -> None:
-    t = table(tmp_path)
+@pytest.mark.parametrize("cache", [256 << 20, 0], ids=["rows kept", "rows read back"])
+def test_random_changes_read_back_by_delta_rs_equal_the_model(tmp_path: Path, cache: int) -> None:
+    t = table(tmp_path, contents=Contents(cache))
     rnd, model = random.Random(7), {}
     for txn in range(1, 41):
         pairs = {}
@@ -136,3 +142,17 @@ def test_table_properties_that_need_delta_rs(tmp_path: Path, config: dict[str, s
     path = tmp_path / "t"
     write_deltalake(str(path), SCHEMA.empty_table(), configuration=config)
     assert unsupported(DeltaTable(str(path))) is not None
+
+
+def test_the_rows_kept_stay_within_their_budget() -> None:
+    kept = Contents(max_bytes=4000)
+    tables = {f"f{i}": pa.table({"x": pa.array(range(100), pa.int64())}) for i in range(6)}  # 800 bytes each
+    for name, data in tables.items():
+        kept.put(Path(name), data)
+    assert kept.get(Path("f0")) is None and kept.get(Path("f1")) is not None  # the oldest went first
+    kept.put(Path("f6"), tables["f0"])
+    assert kept.get(Path("f2")) is None and kept.get(Path("f1")) is not None  # f1 was used since
+    kept.drop(Path("f1"))
+    assert kept.get(Path("f1")) is None
+    kept.put(Path("big"), pa.table({"x": pa.array(range(1000), pa.int64())}))  # over a quarter: not kept
+    assert kept.get(Path("big")) is None

@@ -144,25 +144,28 @@ class ChangeLog:
         if rows.num_rows == 0:
             return []
         data = rows.append_column("batch_id", pa.repeat(pa.scalar(batch_id, pa.int64()), rows.num_rows))
-        parts = [
-            (f"table_name={key[0]}/date={key[1]}/part-{batch_id:020d}-{n:05d}.parquet", idx)
-            for n, (key, idx) in enumerate(sorted(_partitions(rows).items()))
-        ]
-        self._written = _writer().submit(self._write, data, parts)
+        partitions = sorted(_partitions(rows).items())
+        if len(partitions) > 1:  # the rows partition by partition: one take, then a slice each
+            data = data.take(pa.concat_arrays([idx for _, idx in partitions]))
+        parts, start = [], 0
+        for n, (key, idx) in enumerate(partitions):
+            rel = f"table_name={key[0]}/date={key[1]}/part-{batch_id:020d}-{n:05d}.parquet"
+            parts.append((rel, data.slice(start, len(idx))))
+            start += len(idx)
+        self._written = _writer().submit(self._write, parts)
         return [rel for rel, _ in parts]
 
-    def _write(self, data: pa.Table, parts: list[tuple[str, pa.Array]]) -> None:
+    def _write(self, parts: list[tuple[str, pa.Table]]) -> None:
         if len(parts) == 1:
-            self._write_part(data, *parts[0])
+            self._write_part(*parts[0])
             return
-        for done in [_parts().submit(self._write_part, data, rel, idx) for rel, idx in parts]:
+        for done in [_parts().submit(self._write_part, rel, part) for rel, part in parts]:
             done.result()
 
-    def _write_part(self, data: pa.Table, rel: str, idx: pa.Array) -> None:
+    def _write_part(self, rel: str, part: pa.Table) -> None:
         path = self.dir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        part = data if len(idx) == data.num_rows else data.take(idx)
         pq.write_table(part, tmp, compression="zstd")  # faster than snappy here, and half the size
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())

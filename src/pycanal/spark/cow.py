@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from deltalake import DeltaTable
 
 from pycanal import __version__
 
-__all__ = ["KeyedTable", "unsupported"]
+__all__ = ["CONTENTS", "Contents", "KeyedTable", "unsupported"]
 
 _WRITER_FEATURES = {"timestampNtz", "appendOnly", "invariants"}  # invariants/appendOnly: checked unused
 _RETRIES = 3
@@ -86,6 +88,46 @@ class _File:
     high: int | None
 
 
+class Contents:
+    """Data files' rows as Arrow tables, the most recently used up to ``max_bytes``: a table
+    rewritten every micro-batch is not read back from the file it was just written to (files are
+    never changed, so an entry never goes stale)."""
+
+    def __init__(self, max_bytes: int = 256 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, pa.Table] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, path: Path) -> pa.Table | None:
+        with self._lock:
+            table = self._items.get(str(path))
+            if table is not None:
+                self._items.move_to_end(str(path))
+            return table
+
+    def put(self, path: Path, table: pa.Table) -> None:
+        if table.nbytes > self.max_bytes // 4:
+            return
+        with self._lock:
+            self._bytes += table.nbytes
+            old = self._items.pop(str(path), None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._items[str(path)] = table
+            while self._bytes > self.max_bytes:
+                self._bytes -= self._items.popitem(last=False)[1].nbytes
+
+    def drop(self, path: Path) -> None:
+        with self._lock:
+            old = self._items.pop(str(path), None)
+            if old is not None:
+                self._bytes -= old.nbytes
+
+
+CONTENTS = Contents()  # the process's, shared by its open tables
+
+
 class _Conflict(Exception):
     """The next log version exists already: another writer committed."""
 
@@ -94,8 +136,11 @@ class KeyedTable:
     """An open current-state table: its delta-rs handle and, for a table ``write`` may write, its
     version, transaction id and live files as they are after this process's commits."""
 
-    def __init__(self, path: Path, schema: pa.Schema, keys: list[str], app_id: str) -> None:
+    def __init__(
+        self, path: Path, schema: pa.Schema, keys: list[str], app_id: str, contents: Contents = CONTENTS
+    ) -> None:
         self.path, self.schema, self.keys, self.app_id = path, schema, keys, app_id
+        self.contents = contents
         self.dt = DeltaTable(str(path))
         key_types = [schema.field(k).type for k in keys]
         self.why_not = None if all(_exact(t) for t in key_types) else "a floating-point key"
@@ -169,7 +214,7 @@ class KeyedTable:
     def _write(self, upserts: pa.Table, changed: pa.Table, txn: int, metadata: dict[str, Any]) -> None:
         touched = self._touching(changed)
         kept = [self._without(self._read(p), changed) for p in touched]
-        new = pa.concat_tables([*kept, upserts]) if kept else upserts
+        new = pa.concat_tables([*kept, upserts]).combine_chunks()
         added = self._write_file(new) if new.num_rows else None
         try:
             self._commit(touched, added, txn, metadata, len(upserts), len(changed) - len(upserts))
@@ -179,8 +224,10 @@ class KeyedTable:
             raise
         for p in touched:
             del self.files[p]
+            self.contents.drop(self.path / p)
         if added is not None:
             self.files[added[0]] = added[1]
+            self.contents.put(self.path / added[0], new)
         self.version += 1
         self.txn = txn
         self._fresh = False
@@ -202,8 +249,11 @@ class KeyedTable:
         return out
 
     def _read(self, name: str) -> pa.Table:
-        data = pq.read_table(self.path / name)
-        return data.select(self.schema.names).cast(self.schema)
+        data = self.contents.get(self.path / name)
+        if data is None:
+            data = pq.ParquetFile(self.path / name).read().select(self.schema.names).cast(self.schema)
+            self.contents.put(self.path / name, data)
+        return data
 
     def _without(self, data: pa.Table, changed: pa.Table) -> pa.Table:
         if len(self.keys) == 1:
