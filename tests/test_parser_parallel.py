@@ -288,3 +288,31 @@ def test_a_subscription_filter_change_reaches_the_parser(
     finally:
         parser.stop()
     assert tables() == ["a", "b", "a"]
+
+
+@pytest.mark.parametrize("linger", [0.0, 1.0])
+def test_a_trickle_of_transactions_waits_the_linger_for_more(
+    db: PrivateMariaDB, tmp_path: Path, linger: float
+) -> None:
+    """Transactions 20 ms apart: without a linger each goes to the second process alone; with one
+    of 1 s they share a chunk (a round trip each is what a trickle costs), and all arrive."""
+    schema = f"pp_l{int(linger)}"
+    db.execute(f"CREATE DATABASE IF NOT EXISTS {schema}")
+    db.execute(f"CREATE TABLE {schema}.t (id INT PRIMARY KEY)")
+    file, pos = db.current_binlog()
+    sink = RecordSink()
+    parser = make_parser(db, sink, tmp_path, f"linger{linger}", master_position=EntryPosition(file, pos),
+                         parallel=True, linger=linger, event_filters=EventFilters(query_dml=True))  # fmt: skip
+    parser.start()
+    try:
+        db.execute(f"INSERT INTO {schema}.t VALUES (0)")
+        wait_for(lambda: sink.ends() >= 1)
+        sent = parser._worker.chunks_sent
+        for i in range(1, 11):
+            db.execute(f"INSERT INTO {schema}.t VALUES ({i})")
+            time.sleep(0.02)
+        wait_for(lambda: sink.ends() >= 11, timeout=10)
+        chunks = parser._worker.chunks_sent - sent
+    finally:
+        parser.stop()
+    assert chunks <= 2 if linger else chunks >= 5, chunks

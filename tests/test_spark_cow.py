@@ -4,6 +4,7 @@ in between is not lost, and tables that ask more of a writer go through delta-rs
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 from pathlib import Path
@@ -12,7 +13,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from pycanal.spark.apply import ChangeApplier
 from pycanal.spark.cow import Contents, KeyedTable, unsupported
+from pycanal.spark.current import table_path
+from pycanal.spark.rows import ChangeRow, RowPosition
+from spark_fixtures import arrow_rows
 
 SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.int64()), ("s", pa.string())])
 
@@ -156,3 +161,32 @@ def test_the_rows_kept_stay_within_their_budget() -> None:
     assert kept.get(Path("f1")) is None
     kept.put(Path("big"), pa.table({"x": pa.array(range(1000), pa.int64())}))  # over a quarter: not kept
     assert kept.get(Path("big")) is None
+
+
+def test_a_constraint_added_in_between_sends_the_table_to_merge(tmp_path: Path) -> None:
+    """The applier has the table open as one it writes; a user adds a CHECK constraint: the next
+    write finds the version taken, reads the table again and MERGEs instead, which enforces it."""
+    root = tmp_path / "lake"
+    applier = ChangeApplier(root, schema_ddl="CREATE TABLE db.t (id INT PRIMARY KEY, v INT)", apply_threads=1)
+    applier(arrow_rows([change("INSERT", 1, 1, 10), change("INSERT", 2, 2, 20)]), 0)
+    path = table_path(root, "db", "t")
+    DeltaTable(str(path)).alter.add_constraint({"v_positive": "v > 0"})
+    applier(arrow_rows([change("UPDATE", 3, 1, 11, 10), change("INSERT", 4, 3, 30)]), 1)
+    table = DeltaTable(str(path))
+    assert sorted((r["id"], r["v"]) for r in table.to_pyarrow_table().to_pylist()) == [
+        (1, 11),
+        (2, 20),
+        (3, 30),
+    ]
+    assert table.history(1)[0]["engineInfo"].startswith("delta-rs")  # MERGEd by delta-rs
+    with pytest.raises(Exception, match="failed validation check"):
+        applier(arrow_rows([change("INSERT", 5, 4, -1)]), 2)
+
+
+def change(op: str, offset: int, key: int, v: int, old: int | None = None) -> ChangeRow:
+    image = lambda x: json.dumps({"id": key, "v": x}, separators=(",", ":"))  # noqa: E731
+    return ChangeRow(
+        op, "db", "t", json.dumps({"id": key}), None if old is None else image(old), image(v),
+        RowPosition("mysql-bin.000001", 100 + offset * 10, 0, None), dt.datetime(2026, 11, 25, tzinfo=dt.UTC),
+        None, None,
+    )  # fmt: skip

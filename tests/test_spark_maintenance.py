@@ -9,10 +9,12 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from pycanal.spark.apply import ChangeApplier, applied_batch_ids
+from pycanal.spark.cow import KeyedTable
 from pycanal.spark.current import APP_ID, table_path
 from pycanal.spark.maintenance import Maintenance
 from pycanal.spark.rows import ChangeRow, RowPosition
@@ -74,7 +76,10 @@ def test_upkeep_and_threads_give_the_same_tables(tmp_path: Path) -> None:
         table = DeltaTable(str(path))
         assert len(table.file_uris()) <= 4  # compacted: not one file per MERGE
         assert table.transaction_version(APP_ID) // 1_000_000 == len(work) - 1  # the ids survive
-        assert any(n.endswith(".checkpoint.parquet") for n in os.listdir(path / "_delta_log"))
+        log_files = os.listdir(path / "_delta_log")
+        assert any(n.endswith(".checkpoint.parquet") for n in log_files)
+        assert table.metadata().configuration["delta.logRetentionDuration"] == "interval 0 hours"
+        assert sum(n.endswith(".json") for n in log_files) < table.version()  # expired entries gone
         on_disk = [n for n in os.listdir(path) if n.endswith(".parquet")]
         assert len(on_disk) <= len(table.file_uris()) + 4 * 3  # vacuumed (retention 0)
         plain_files = DeltaTable(str(table_path(tmp_path / "plain", "db", f"t{t}"))).file_uris()
@@ -114,3 +119,21 @@ def test_a_crash_while_tables_merge_at_once_is_replayed(tmp_path: Path, monkeypa
     again(arrow_rows(work[3]), 3)
     assert applied_batch_ids(root) == [0, 1, 2, 3]
     assert contents(root) == contents(tmp_path / "clean")
+
+
+def test_a_table_made_without_the_log_retention_gets_it_at_its_checkpoint(tmp_path: Path) -> None:
+    """Tables created before pycanal set ``delta.logRetentionDuration`` (Delta's default: 30 days)."""
+    path = tmp_path / "t"
+    schema = pa.schema([("id", pa.int32()), ("v", pa.int32())])
+    write_deltalake(str(path), schema.empty_table())
+    table = KeyedTable(path, schema, ["id"], APP_ID)
+    upkeep = Maintenance(compact_every=0, checkpoint_every=1, vacuum_every=0, retention_hours=6)
+    for n in range(1, 4):
+        table.write(
+            pa.table({"id": [n], "v": [n]}, schema=schema), pa.table({"id": pa.array([], pa.int32())}), n, {}
+        )
+        upkeep.after_merge("db.t", table)
+    config = DeltaTable(str(path)).metadata().configuration
+    assert config["delta.logRetentionDuration"] == "interval 6 hours"
+    assert upkeep.done["checkpoint"] == 3
+    assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3]

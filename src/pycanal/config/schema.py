@@ -231,6 +231,13 @@ _k("canal.instance.binlog.format", "ROW,STATEMENT,MIXED", _list, I, "accepted bi
 _k("canal.instance.binlog.image", "FULL,MINIMAL,NOBLOB", _list, I, "accepted binlog_row_image values")
 _k("canal.instance.get.ddl.isolation", "false", _bool, I, "a DDL comes alone in its batch")
 _k("canal.instance.parser.parallel", "true", _bool, I, "decode and convert in a second process")
+_k(
+    "canal.instance.parser.lingerMs",
+    "10",
+    _int,
+    I,
+    "pycanal: how long the parallel parser's next chunk waits for more events once the source is quiet",
+)
 _k("canal.instance.parser.parallelThreadSize", "", _opt_int, I, "checked, not used: one conversion process")
 _k(
     "canal.instance.parser.parallelBufferSize",

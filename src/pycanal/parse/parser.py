@@ -50,6 +50,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -173,6 +174,8 @@ class MysqlEventParser:
         timezone: TIMESTAMP rendering of the converter.
         parallel: decode and convert in a second process (:mod:`pycanal.parse.worker`)
             [canal.instance.parser.parallel].
+        linger: with ``parallel``, how long (s) a chunk of events waits for more once the socket
+            is quiet [canal.instance.parser.lingerMs].
     """
 
     def __init__(
@@ -214,6 +217,7 @@ class MysqlEventParser:
         event_filters: EventFilters | None = None,
         field_filter: FieldFilter | None = None,
         parallel: bool = False,
+        linger: float = 0.010,
     ) -> None:
         if sink is None:
             raise ValueError("MysqlEventParser needs a sink")
@@ -270,6 +274,7 @@ class MysqlEventParser:
         self.event_filters = event_filters or EventFilters()
         self.field_filter = field_filter if field_filter else None
         self.parallel = parallel
+        self.linger = linger
         self._skipped_done = 0  # rows events dropped under filter.table.error by finished runs
         self._convert: LogEventConvert | None = None
         self._worker: ConvertWorker | None = None
@@ -778,9 +783,18 @@ class MysqlEventParser:
             heartbeats = (E.HEARTBEAT, E.HEARTBEAT_V2)
             schema_types = (ev.RotateEvent, ev.QueryEvent)
 
+            linger = self.linger
+
             def on_wait() -> None:
-                # Nothing more to read for now: what the worker answers goes to the store; wait
-                # for the worker's answers as long as the socket stays quiet.
+                # Nothing more to read for now. A chunk opened less than `linger` ago waits for
+                # more bytes (a trickle of 1-row transactions would be a round trip each); then
+                # what the worker answers goes to the store, waiting for its answers as long as
+                # the socket stays quiet.
+                since = worker.queued_at
+                if since is not None:
+                    left = since + linger - time.monotonic()
+                    if left > 0 and conn.wait_readable(worker.fileno(), left):
+                        return
                 worker.flush()
                 decoder.tables.clear()  # the reading side never decodes the rows that use them
                 while True:

@@ -16,7 +16,9 @@ point of the stream (after the DDL before it): a chunk names them in order, a co
 per schema version.
 
 Chunks close at ``chunk_events`` events or ``chunk_bytes`` bytes, or on :meth:`flush` (the parser
-flushes when the socket has nothing more to read). The reading process never writes more than
+flushes when the socket has had nothing more to read for its ``linger``: a chunk costs a round
+trip to the worker whatever its size, so on a trickle of small transactions it waits a few
+milliseconds for more rather than send every transaction alone). The reading process never writes more than
 the pipe holds while the worker may be blocked writing its answers (no deadlock), and waits for
 answers then. The transaction's frame (GTID, BEGIN, XID events) is converted by the reading
 process (:meth:`ConvertWorker.feed`: its records take their place in the order); the worker only
@@ -96,6 +98,8 @@ class ConvertWorker:
         chunk_bytes: int = 256 << 10,
     ) -> None:
         self.chunk_events, self.chunk_bytes = chunk_events, chunk_bytes
+        self.queued_at: float | None = None  # time.monotonic() of the open chunk's first event
+        self.chunks_sent = 0
         self._records = convert.records  # the transaction frames, converted here
         self._filter = convert.table_filter  # a subscription may replace its lists: shipped then
         self._filter_sent = (self._filter.white, self._filter.black)
@@ -172,6 +176,8 @@ class ConvertWorker:
 
     def put(self, data: bytes, pos: int) -> bool:
         """Queue one event's bytes (read at ``pos``); True when records are ready to :meth:`take`."""
+        if not self._datas:
+            self.queued_at = time.monotonic()
         self._datas.append(data)
         self._positions.append(pos)
         self._bytes += len(data)
@@ -191,6 +197,7 @@ class ConvertWorker:
             msg = pickle.dumps((self._datas, self._positions, self._metas, lists), _PICKLE)
             chunk = (len(msg), self._owns)
             self._datas, self._positions, self._metas, self._owns, self._bytes = [], [], [], [], 0
+            self.queued_at = None
             # Bytes in the pipe are never more than the unanswered chunks: with room for this
             # one the write cannot block while the worker waits for us to read its answers.
             while self._inflight and self._held + len(msg) > self.capacity:
@@ -201,6 +208,7 @@ class ConvertWorker:
                 raise self._lost() from exc
             self._inflight.append(chunk)
             self._held += len(msg)
+            self.chunks_sent += 1
         elif self._owns:  # only records of our own: after the chunks still out, if any
             owns, self._owns = self._owns, []
             if self._inflight:

@@ -100,6 +100,7 @@ def parser_settings(ic: InstanceConfig) -> dict[str, Any]:
         "heartbeat_ha_enable": ic["canal.instance.detecting.heartbeatHaEnable"],
         "auto_reset_latest_pos_mode": bool(ic["canal.auto.reset.latest.pos.mode"]),
         "parallel": ic["canal.instance.parser.parallel"],
+        "linger": ic["canal.instance.parser.lingerMs"] / 1000,
     }
     settings["event_filters"] = EventFilters.from_settings(
         {key: ic[f"canal.instance.filter.{key}"] for key in _EVENT_FILTER_KEYS}

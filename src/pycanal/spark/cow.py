@@ -190,18 +190,20 @@ class KeyedTable:
         return self.txn is not None and self.txn >= txn
 
     # ------------------------------------------------------------------ write
-    def write(self, upserts: pa.Table, deletes: pa.Table, txn: int, metadata: dict[str, Any]) -> None:
+    def write(self, upserts: pa.Table, deletes: pa.Table, txn: int, metadata: dict[str, Any]) -> bool:
         """Replace the rows of ``upserts``' and ``deletes``' keys by ``upserts`` (rows of the table's
-        schema; ``deletes``: key columns; no key twice) in one commit with transaction id ``txn``."""
-        changed = pa.concat_tables(
-            [upserts.select(self.keys), deletes.select(self.keys).cast(upserts.select(self.keys).schema)]
-        )
-        for attempt in range(_RETRIES):
+        schema; ``deletes``: key columns; no key twice) in one commit with transaction id ``txn``.
+        False (nothing written) when the table is not, or no longer, one this class may write."""
+        keys = upserts.select(self.keys)
+        changed = pa.concat_tables([keys, deletes.select(self.keys).cast(keys.schema)])
+        attempt = 0
+        while self.writable:  # a table can stop being one by the commit that got in first
             try:
                 self._write(upserts, changed, txn, metadata)
-                return
+                return True
             except _Conflict:
-                if attempt == _RETRIES - 1:
+                attempt += 1
+                if attempt == _RETRIES:
                     raise RuntimeError(
                         f"{self.path}: version {self.version + 1} was committed by another writer {_RETRIES} times "
                         "in a row"
@@ -209,7 +211,8 @@ class KeyedTable:
                 self._fresh = False
                 self.reload()
                 if self.committed(txn):
-                    return
+                    return True
+        return False
 
     def _write(self, upserts: pa.Table, changed: pa.Table, txn: int, metadata: dict[str, Any]) -> None:
         touched = self._touching(changed)

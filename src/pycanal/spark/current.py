@@ -432,13 +432,10 @@ class CurrentState:
         if target.committed(version):
             return
         try:
-            if target.writable:
-                op, data = source.column(_OP), source.drop_columns([_OP])
-                upserts, deletes = data.filter(pc.equal(op, "U")), data.filter(pc.equal(op, "D")).select(keys)
-                target.write(
-                    upserts, deletes, version, {"pycanal.batch_id": self.batch_id, "pycanal.step": step}
-                )
-            else:
+            op, data = source.column(_OP), source.drop_columns([_OP])
+            upserts, deletes = data.filter(pc.equal(op, "U")), data.filter(pc.equal(op, "D")).select(keys)
+            metadata = {"pycanal.batch_id": self.batch_id, "pycanal.step": step}
+            if not (target.writable and target.write(upserts, deletes, version, metadata)):
                 predicate = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
                 (
                     target.delta()
@@ -582,7 +579,14 @@ class CurrentState:
             return target
         schema = self._plan(t).schema
         if not DeltaTable.is_deltatable(str(path)):
-            write_deltalake(str(path), schema.empty_table(), mode="error", name=f"{database}.{table}")
+            properties = self.maintenance.table_properties() if self.maintenance is not None else None
+            write_deltalake(
+                str(path),
+                schema.empty_table(),
+                mode="error",
+                name=f"{database}.{table}",
+                configuration=properties,
+            )
         keys = [name for name, _ in t.primary_key]
         target = KeyedTable(path, schema, keys, self.app_id)
         have = [(f.name, str(f.type)) for f in target.dt.schema().fields]

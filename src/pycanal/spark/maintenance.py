@@ -7,7 +7,10 @@ thread that just merged into a table and counted in that table's MERGEs:
 
 * compaction (``optimize.compact``): the live files rewritten into few, every ``compact_every``;
 * a checkpoint (the log state in one Parquet file, so a reader replays no JSON before it),
-  every ``checkpoint_every``;
+  every ``checkpoint_every``; then the log entries before it that are older than
+  ``retention_hours`` are deleted (the table's ``delta.logRetentionDuration``, set to that: Delta's
+  default of 30 days is millions of files a table at a commit a second, and every reader lists
+  them; a time-travel query older than that fails, as it does after vacuum);
 * vacuum: data files no version younger than ``retention_hours`` uses are deleted (a reader or a
   time-travel query older than that can fail), every ``vacuum_every``.
 
@@ -36,6 +39,7 @@ class Maintenance:
     vacuum_every: int = 500
     retention_hours: int = 24
     _merges: dict[str, int] = field(default_factory=dict, repr=False)
+    _retention_set: set[str] = field(default_factory=set, repr=False)  # tables whose property is set
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     done: dict[str, int] = field(default_factory=lambda: {"compact": 0, "checkpoint": 0, "vacuum": 0})
 
@@ -61,6 +65,8 @@ class Maintenance:
                 dt.optimize.compact()
             elif what == "checkpoint":
                 dt.create_checkpoint()
+                self._log_retention(name, dt)
+                dt.cleanup_metadata()
             else:
                 dt.vacuum(
                     retention_hours=int(self.retention_hours), enforce_retention_duration=False, dry_run=False
@@ -68,10 +74,26 @@ class Maintenance:
             self._count(what)
         table.reload()  # compaction replaced files
 
+    def table_properties(self) -> dict[str, str]:
+        """What a new current-state table is created with."""
+        return {"delta.logRetentionDuration": f"interval {int(self.retention_hours)} hours"}
+
+    def _log_retention(self, name: str, dt: Any) -> None:
+        """Set the log retention of a table created without it (once a process, if it differs)."""
+        if name in self._retention_set:
+            return
+        want = self.table_properties()
+        config = dt.metadata().configuration
+        if any(config.get(k) != v for k, v in want.items()):
+            dt.alter.set_table_properties(want)
+        with self._lock:
+            self._retention_set.add(name)
+
     def forget(self) -> None:
         """Tables may have been replaced (DDL): their counters start over."""
         with self._lock:
             self._merges.clear()
+            self._retention_set.clear()
 
     def _count(self, what: str) -> None:
         with self._lock:
