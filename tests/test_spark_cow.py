@@ -190,3 +190,25 @@ def change(op: str, offset: int, key: int, v: int, old: int | None = None) -> Ch
         RowPosition("mysql-bin.000001", 100 + offset * 10, 0, None), dt.datetime(2026, 11, 25, tzinfo=dt.UTC),
         None, None,
     )  # fmt: skip
+
+
+def test_a_filesystem_without_hard_links_sends_the_table_to_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some network and FUSE filesystems refuse ``link`` (EPERM): nothing is committed or left
+    behind by the try, the table is not written here again, and the applier MERGEs it."""
+    root = tmp_path / "lake"
+    applier = ChangeApplier(root, schema_ddl="CREATE TABLE db.t (id INT PRIMARY KEY, v INT)", apply_threads=1)
+    applier(arrow_rows([change("INSERT", 1, 1, 10)]), 0)
+
+    def refuse(src: object, dst: object, **kwargs: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr("pycanal.spark.cow.os.link", refuse)
+    applier(arrow_rows([change("INSERT", 2, 2, 20)]), 1)
+    path = table_path(root, "db", "t")
+    table = DeltaTable(str(path))
+    assert sorted((r["id"], r["v"]) for r in table.to_pyarrow_table().to_pylist()) == [(1, 10), (2, 20)]
+    assert table.history(1)[0]["engineInfo"].startswith("delta-rs")
+    assert not list((path / "_delta_log").glob("*.tmp"))
+    assert {p.name for p in path.glob("*.parquet")} == {Path(u).name for u in table.file_uris()}  # no orphan

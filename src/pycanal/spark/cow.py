@@ -14,7 +14,7 @@ Tables whose protocol or properties ask more of a writer (deletion vectors, colu
 change data feed, CHECK constraints, invariants, append-only: ``unsupported`` says which), and
 keys Arrow does not compare as SQL does (floating point), are MERGEd by delta-rs instead.
 Another writer's commit (upkeep, a user) makes the link fail: the state is read again and the
-write redone.
+write redone. A filesystem without hard links sends the table to MERGE as well.
 """
 
 from __future__ import annotations
@@ -202,6 +202,8 @@ class KeyedTable:
                 self._write(upserts, changed, txn, metadata)
                 return True
             except _Conflict:
+                if not self.writable:
+                    return False
                 attempt += 1
                 if attempt == _RETRIES:
                     raise RuntimeError(
@@ -318,6 +320,9 @@ class KeyedTable:
         try:
             os.link(tmp, log_dir / f"{self.version + 1:020d}.json")
         except FileExistsError:
+            raise _Conflict from None
+        except OSError as exc:  # no hard links here (some network and FUSE filesystems)
+            self.why_not = f"no hard links in {log_dir}: {exc.strerror or exc}"
             raise _Conflict from None
         finally:
             tmp.unlink()
