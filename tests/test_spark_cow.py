@@ -212,3 +212,29 @@ def test_a_filesystem_without_hard_links_sends_the_table_to_merge(
     assert table.history(1)[0]["engineInfo"].startswith("delta-rs")
     assert not list((path / "_delta_log").glob("*.tmp"))
     assert {p.name for p in path.glob("*.parquet")} == {Path(u).name for u in table.file_uris()}  # no orphan
+
+
+def test_text_key_ranges_are_trusted_only_where_pycanal_wrote_them(tmp_path: Path) -> None:
+    """A VARCHAR key's bounds spare files too, but only bounds written here are exact (another
+    writer may truncate them): its files are rewritten whenever they could hold a changed key."""
+    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
+    t = table(tmp_path, schema, ("k",))
+    assert t.range_key == "k"
+    long = "x" * 40  # bounds longer than the 32 bytes other columns get
+    no_deletes = pa.table({"k": pa.array([], pa.string())})
+    t.write(
+        pa.table({"k": [f"a{long}{i}" for i in range(5)], "v": [1] * 5}, schema=schema), no_deletes, 1, {}
+    )
+    first = set(t.files)
+    t.write(pa.table({"k": [f"m{long}"], "v": [2]}, schema=schema), no_deletes, 2, {})
+    assert first < set(t.files)  # "m..." is above the first file's range
+    other = pa.table({"k": [f"a{long}2", "zz"], "v": [9, 9]}, schema=schema)
+    write_deltalake(str(t.path), other, mode="append")  # another writer: a duplicate key on purpose
+    reopened = KeyedTable(t.path, schema, ["k"], "app", Contents())
+    theirs = [p for p in reopened.files if not p.startswith("pycanal-")]
+    assert len(theirs) == 1 and reopened.files[theirs[0]].low is None  # not trusted
+    assert all(reopened.files[p].low is not None for p in first)  # ours: read back from the log
+    reopened.write(pa.table({"k": ["zz"], "v": [3]}, schema=schema), no_deletes, 3, {})
+    assert theirs[0] not in reopened.files and first <= set(reopened.files)  # theirs rewritten, ours spared
+    rows = sorted((r["k"], r["v"]) for r in DeltaTable(str(t.path)).to_pyarrow_table().to_pylist())
+    assert rows.count(("zz", 3)) == 1 and ("zz", 9) not in rows

@@ -3,8 +3,8 @@
 A delta-rs MERGE costs ~15 ms of CPU whatever its size (DataFusion plans it, the commit reads
 and refreshes the table state), so a micro-batch of 1-row transactions spread over 200 tables
 cost ~4 s of driver CPU (docs/benchmarks.md). ``KeyedTable`` keeps a table's live files in
-memory (path, size, and the range of a single integer key); ``write`` replaces the files whose
-key range can hold a changed key by one Parquet file (their rows without the changed keys, plus
+memory (path, size, and the range of a single integer or text key); ``write`` replaces the files
+whose key range can hold a changed key by one Parquet file (their rows without the changed keys, plus
 the upserted rows) and commits the swap as the table's next log entry, created only if that
 version does not exist yet (a hard link, as delta-rs' own local store does): ~3 ms. The entry
 carries the Delta transaction id a MERGE would (``txn``), so exactly-once is unchanged, and
@@ -76,9 +76,18 @@ def _exact(t: pa.DataType) -> bool:
     )
 
 
-def _ranged(t: pa.DataType) -> bool:
-    """Integer types whose Delta statistics are exact (Delta has no unsigned 64-bit type)."""
+def _integer(t: pa.DataType) -> bool:
+    """Integer types whose Delta statistics are exact in any writer's log (Delta has no unsigned
+    64-bit type)."""
     return pa.types.is_integer(t) and t != pa.uint64()
+
+
+def _text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+# Data files written here; their bounds of a text key are exact (other writers may truncate them).
+_PREFIX = "pycanal-"
 
 
 @dataclass(frozen=True)
@@ -144,7 +153,8 @@ class KeyedTable:
         self.dt = DeltaTable(str(path))
         key_types = [schema.field(k).type for k in keys]
         self.why_not = None if all(_exact(t) for t in key_types) else "a floating-point key"
-        self.range_key = keys[0] if len(keys) == 1 and _ranged(key_types[0]) else None
+        ranged = len(keys) == 1 and (_integer(key_types[0]) or _text(key_types[0]))
+        self.range_key = keys[0] if ranged else None  # files' bounds of it spare untouched files
         self.files: dict[str, _File] = {}
         self._fresh = True  # self.dt is at self.version
         self._load()
@@ -179,6 +189,10 @@ class KeyedTable:
         if self.range_key is not None and f"min.{self.range_key}" in adds.column_names:
             lows = adds.column(f"min.{self.range_key}").to_pylist()
             highs = adds.column(f"max.{self.range_key}").to_pylist()
+            if _text(self.schema.field(self.range_key).type):
+                ours = [p.startswith(_PREFIX) for p in adds["path"].to_pylist()]
+                lows = [lo if mine else None for lo, mine in zip(lows, ours, strict=True)]
+                highs = [hi if mine else None for hi, mine in zip(highs, ours, strict=True)]
         self.files = {
             p: _File(s, lo, hi)
             for p, s, lo, hi in zip(
@@ -271,9 +285,9 @@ class KeyedTable:
         return data.take(rows.join(changed, self.keys, join_type="left anti").column("__row"))
 
     def _write_file(self, data: pa.Table) -> tuple[str, _File, str]:
-        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        name = f"{_PREFIX}{uuid.uuid4()}.snappy.parquet"
         pq.write_table(data, self.path / name, compression="snappy")
-        stats = _stats(data)
+        stats = _stats(data, self.range_key)
         low = high = None
         if self.range_key is not None:
             low, high = stats["minValues"][self.range_key], stats["maxValues"][self.range_key]
@@ -328,16 +342,15 @@ class KeyedTable:
             tmp.unlink()
 
 
-def _stats(data: pa.Table) -> dict[str, Any]:
-    """A data file's Delta statistics: rows, null counts, and the bounds of integer columns and of
-    short strings (bounds are optional; long texts would bloat the log)."""
+def _stats(data: pa.Table, key: str | None) -> dict[str, Any]:
+    """A data file's Delta statistics: rows, null counts, and the exact bounds of ``key``, of
+    integer columns and of short strings (bounds are optional; long texts would bloat the log)."""
     lows, highs, nulls = {}, {}, {}
     for field, column in zip(data.schema, data.columns, strict=True):
         nulls[field.name] = column.null_count
         t = field.type
         if column.null_count == len(column):
             continue
-        text = pa.types.is_string(t) or pa.types.is_large_string(t)
-        if _ranged(t) or (text and pc.max(pc.binary_length(column)).as_py() <= 32):
+        if field.name == key or _integer(t) or (_text(t) and pc.max(pc.binary_length(column)).as_py() <= 32):
             lows[field.name], highs[field.name] = (v.as_py() for v in pc.min_max(column).values())
     return {"numRecords": data.num_rows, "minValues": lows, "maxValues": highs, "nullCount": nulls}
