@@ -306,7 +306,10 @@ def pipeline(
         str, typer.Option("--master", help="Spark master URL; '' under spark-submit (its --master).")
     ] = "local[*]",
     trigger: Annotated[str, typer.Option("--trigger", help="Micro-batch trigger interval.")] = "1 second",
-    apply_threads: Annotated[int, typer.Option("--apply-threads", help="Tables MERGEd at once.")] = 4,
+    apply_threads: Annotated[int, typer.Option("--apply-threads", help="Tables written at once.")] = 4,
+    cache_mb: Annotated[
+        int, typer.Option("--cache-mb", help="Rows of recently written table files kept in memory (MB).")
+    ] = 256,
     progress: Annotated[
         float, typer.Option("--progress", help="Seconds between progress lines (0: none).")
     ] = 10.0,
@@ -348,6 +351,7 @@ def pipeline(
         filter=filter_regex,
         trigger=trigger,
         apply_threads=apply_threads,
+        cache_mb=cache_mb,
         snapshot=snapshot,
         source=source,
         source_user=source_user,

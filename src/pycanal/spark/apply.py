@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 from pycanal.parse.meta import SchemaModel
 
 from .changelog import ChangeLog, batch_ids, write_atomic
+from .cow import Contents
 from .current import APP_ID, ApplyError, BatchRows, CurrentState
 from .maintenance import Maintenance
 from .rows import ARROW_SCHEMA
@@ -107,7 +108,9 @@ class ChangeApplier:
 
     ``zero_dates``: what a zero date (``0000-00-00``, ``2024-00-10``) becomes in the current-state
     tables, which have no such value: ``"error"`` (default: stop with a clear error) or ``"null"``.
-    ``apply_threads``: MERGEs into different tables run at once (delta-rs releases the GIL).
+    ``apply_threads``: writes into different tables run at once. ``cache_bytes``: rows of recently
+    written current-state files kept in memory (``cow.Contents``), so a table rewritten every
+    micro-batch is not read back.
     ``maintenance``: compaction, checkpoints and vacuum of the current-state tables
     (``pycanal.spark.maintenance``; on by default). ``max_queued``: committed batches that may
     wait for a running background apply.
@@ -126,6 +129,7 @@ class ChangeApplier:
         apply_threads: int = 4,
         maintenance: Maintenance | None = None,
         max_queued: int = 16,
+        cache_bytes: int = 256 << 20,
     ) -> None:
         if sum(x is not None for x in (schema, schema_ddl, schema_history)) > 1:
             raise ValueError("give at most one of schema, schema_ddl and schema_history")
@@ -136,6 +140,7 @@ class ChangeApplier:
         self.zero_dates = zero_dates
         self.app_id = app_id
         self.apply_threads = apply_threads
+        self._contents = Contents(cache_bytes)
         self.maintenance = maintenance if maintenance is not None else Maintenance()
         self._tables: dict[str, Any] = {}  # open current-state tables, kept between batches
         self._models: dict[int, tuple[SchemaModel, dict[str, list]]] = {}  # and the snapshot's declarations
@@ -271,6 +276,7 @@ class ChangeApplier:
                 app_id=self.app_id,
                 threads=self.apply_threads,
                 tables=self._tables,
+                contents=self._contents,
                 maintenance=self.maintenance,
                 declared=declared,
             )

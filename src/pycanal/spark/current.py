@@ -53,7 +53,7 @@ from pycanal.parse.ddl import (
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 from pycanal.parse.position import binlog_file_order
 
-from .cow import KeyedTable
+from .cow import CONTENTS, Contents, KeyedTable
 from .maintenance import Maintenance
 from .rows import SNAPSHOT_DDL
 from .types import (
@@ -258,7 +258,8 @@ class CurrentState:
     ``model`` is the schema model in force before the batch; it is updated in place by the
     batch's DDL. Steps up to ``done_step`` were done by an earlier attempt of this batch.
     ``threads``: MERGEs of different tables run at once. ``tables``: the open tables by path, kept
-    from batch to batch (a table's log is not read again; any DDL empties it). ``maintenance``:
+    from batch to batch (a table's log is not read again; any DDL empties it); ``contents``: the
+    rows of written files kept in memory (default the process's ``cow.CONTENTS``). ``maintenance``:
     the upkeep after each MERGE.
     """
 
@@ -274,6 +275,7 @@ class CurrentState:
         app_id: str = APP_ID,
         threads: int = 1,
         tables: dict[str, KeyedTable] | None = None,
+        contents: Contents | None = None,
         maintenance: Maintenance | None = None,
         declared: dict[str, list] | None = None,
     ) -> None:
@@ -283,6 +285,7 @@ class CurrentState:
         self.declared = declared if declared is not None else {}
         self.threads = threads
         self.tables = tables if tables is not None else {}
+        self.contents = contents if contents is not None else CONTENTS
         self.maintenance = maintenance
         self.batch_id = batch_id
         self.model = model
@@ -588,7 +591,7 @@ class CurrentState:
                 configuration=properties,
             )
         keys = [name for name, _ in t.primary_key]
-        target = KeyedTable(path, schema, keys, self.app_id)
+        target = KeyedTable(path, schema, keys, self.app_id, self.contents)
         have = [(f.name, str(f.type)) for f in target.dt.schema().fields]
         if have != _columns(schema):
             raise ApplyError(

@@ -89,6 +89,7 @@ def start_pipeline(
     batch_bytes: int | None = None,
     apply_threads: int = 4,
     maintenance: Maintenance | None = None,
+    cache_mb: int = 256,
     snapshot: str = "never",
     source: str = "",
     source_user: str = "",
@@ -98,7 +99,8 @@ def start_pipeline(
 ) -> Pipeline:
     """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
     ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
-    MERGEd at once; ``maintenance``: their upkeep, default ``Maintenance()``; ``snapshot``
+    written at once; ``maintenance``: their upkeep, default ``Maintenance()``; ``cache_mb``: rows
+    of their recently written files kept in the driver's memory; ``snapshot``
     ``"initial"``: the existing rows of the filter's tables first, read from ``source``
     (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot``; with a ``source`` the
     pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``)."""
@@ -125,8 +127,9 @@ def start_pipeline(
         if snapshot_parallelism:
             reader = reader.option("snapshotParallelism", str(snapshot_parallelism))
     applier = ChangeApplier(
-        lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance
-    )
+        lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,
+        cache_bytes=cache_mb << 20,
+    )  # fmt: skip
     query = (
         reader.load()
         .writeStream.foreachBatch(applier)
@@ -238,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--master", default="local[*]", help="Spark master URL ('' under spark-submit: its --master)"
     )
-    ap.add_argument("--apply-threads", type=int, default=4, help="current-state tables MERGEd at once")
+    ap.add_argument("--apply-threads", type=int, default=4, help="current-state tables written at once")
+    ap.add_argument(
+        "--cache-mb", type=int, default=256, help="rows of recently written table files kept in memory (MB)"
+    )
     ap.add_argument(
         "--progress-seconds", type=float, default=10.0, help="a progress line this often (0: none)"
     )
@@ -266,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         filter=args.filter,
         trigger=args.trigger,
         apply_threads=args.apply_threads,
+        cache_mb=args.cache_mb,
         snapshot=args.snapshot,
         source=args.source,
         source_user=args.source_user,
