@@ -46,16 +46,13 @@ def unsupported(dt: DeltaTable) -> str | None:
     """Why ``dt`` must not be written by ``KeyedTable`` (None: it may be)."""
     protocol = dt.protocol()
     features = set(protocol.writer_features or [])
+    # CHECK constraints, a change data feed, generated or mapped columns: writer version 3 and up
     if protocol.min_writer_version > 2 and not (
         protocol.min_writer_version == 7 and features <= _WRITER_FEATURES
     ):
         return f"writer version {protocol.min_writer_version} with features {sorted(features)}"
-    config = dt.metadata().configuration
-    if config.get("delta.appendOnly", "false").lower() == "true":
+    if dt.metadata().configuration.get("delta.appendOnly", "false").lower() == "true":
         return "delta.appendOnly"
-    for key in config:
-        if key.startswith("delta.constraints."):
-            return f"CHECK constraint {key}"
     for field in dt.schema().fields:
         if "delta.invariants" in (field.metadata or {}):
             return f"invariant on column {field.name}"
@@ -137,8 +134,9 @@ class Contents:
 CONTENTS = Contents()  # the process's, shared by its open tables
 
 
-class _Conflict(Exception):
-    """The next log version exists already: another writer committed."""
+class _NotCommitted(Exception):
+    """The log entry was not created: another writer took the version, or (``why_not`` set) the
+    filesystem cannot link."""
 
 
 class KeyedTable:
@@ -215,7 +213,7 @@ class KeyedTable:
             try:
                 self._write(upserts, changed, txn, metadata)
                 return True
-            except _Conflict:
+            except _NotCommitted:
                 if not self.writable:
                     return False
                 attempt += 1
@@ -334,10 +332,10 @@ class KeyedTable:
         try:
             os.link(tmp, log_dir / f"{self.version + 1:020d}.json")
         except FileExistsError:
-            raise _Conflict from None
+            raise _NotCommitted from None
         except OSError as exc:  # no hard links here (some network and FUSE filesystems)
             self.why_not = f"no hard links in {log_dir}: {exc.strerror or exc}"
-            raise _Conflict from None
+            raise _NotCommitted from None
         finally:
             tmp.unlink()
 
