@@ -197,18 +197,20 @@ def wait_equal(db: PrivateMariaDB, schema: str, lake: Path, tables: int, timeout
         time.sleep(0.5)
 
 
-def batch_stats(query: Any, since: float) -> dict[str, Any]:
-    """Spark's micro-batches since ``since`` (epoch s): count, rows, addBatch ms."""
+def batch_stats(pipeline: Pipeline, since: float) -> dict[str, Any]:
+    """Spark's micro-batches since ``since`` (epoch s): count, change rows (the applier's count:
+    Spark counts a staged partition as one row), addBatch ms."""
     from datetime import datetime
 
     batches = [
-        p for p in query.recentProgress
+        p for p in pipeline.query.recentProgress
         if p["numInputRows"] and datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() >= since
     ]  # fmt: skip
     add = [p["durationMs"].get("addBatch", 0) for p in batches]
+    rows = [pipeline.applier.rows_in.get(p["batchId"], p["numInputRows"]) for p in batches]
     return {
         "batches": len(batches),
-        "rows_per_batch_median": statistics.median([p["numInputRows"] for p in batches]) if batches else 0,
+        "rows_per_batch_median": statistics.median(rows) if rows else 0,
         "addBatch_ms_median": statistics.median(add) if add else 0,
         "addBatch_ms_max": max(add) if add else 0,
     }
@@ -276,7 +278,7 @@ def run_tables(
             lags = marker.lags(since, until)
             res.update(rate=rate, lag_p50_s=pct(lags, 0.5), lag_p99_s=pct(lags, 0.99), lag_max_s=pct(lags, 1.0),
                        after_writer_s=drained if isinstance(drained, str) else round(drained, 2),
-                       **batch_stats(pipeline.query, since / 1000))  # fmt: skip
+                       **batch_stats(pipeline, since / 1000))  # fmt: skip
             res["sustained"] = res["txn_per_s"] >= 0.95 * rate and res["lag_p99_s"] < 5.0
             wait_equal(db, schema, lake, tables, 600)
             log(f"{tables} tables at {rate:,} txn/s: {res}")
@@ -338,7 +340,7 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
         t0 = time.perf_counter()
         rows = DeltaTable(str(table_path(lake, schema, "lake1"))).to_pyarrow_table().num_rows
         query_s = time.perf_counter() - t0
-        row = {"minute": minute, **res, "lag_p99_s": pct(lags, 0.99), **batch_stats(pipeline.query, since / 1000),
+        row = {"minute": minute, **res, "lag_p99_s": pct(lags, 0.99), **batch_stats(pipeline, since / 1000),
                "current_files": files_in(lake / "current"), "changelog_files": files_in(lake / "changelog"),
                "full_table_query_s": round(query_s, 3), "lake1_rows": rows}  # fmt: skip
         log(f"soak minute {minute}: {row}")

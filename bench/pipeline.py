@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import decode as decode_bench  # noqa: E402
 import e2e as e2e_bench  # noqa: E402
 import oltp as oltp_bench  # noqa: E402
+from pycanal.spark.apply import applied_batch_ids  # noqa: E402
 from pycanal.spark.changelog import ChangeLog  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
@@ -133,8 +134,13 @@ def progress_with_rows(query: Any) -> list[dict[str, Any]]:
 
 
 def changelog_rows(lake: Path) -> int:
-    marks = ChangeLog(lake).commits
-    return sum(json.loads(m.read_text())["rows"] for m in marks.glob("*.json")) if marks.is_dir() else 0
+    return ChangeLog(lake).rows()
+
+
+def all_applied(log: ChangeLog, lake: Path) -> bool:
+    """Every committed micro-batch is applied to the current state."""
+    last = log.last_batch()
+    return last is not None and applied_batch_ids(lake)[-1:] == [last]
 
 
 def wait_applied(
@@ -144,22 +150,15 @@ def wait_applied(
     workload's DROP and CREATE TABLE; no DDL in a sysbench round) and every change-log batch is
     applied to the current state; returns the epoch time it was seen, after checking that the
     current-state table holds ``rows`` rows (sysbench: ``check_sysbench`` compares the tables).
-    The poll is cheap (it shares the driver's process): a marker is read once."""
+    The poll is cheap (it shares the driver's process): a marker is read once (``ChangeLog.rows``)."""
     ddl = 0 if sysbench else 2
     from deltalake import DeltaTable
 
-    marks = ChangeLog(lake).commits
-    applied = lake / "_pycanal" / "applied"
-    seen: dict[str, int] = {}
+    changelog = ChangeLog(lake)
     deadline = time.monotonic() + 600
     while True:
-        names = os.listdir(marks) if marks.is_dir() else []
-        if len(names) != len(seen):
-            for name in names:
-                if name.endswith(".json") and name not in seen:
-                    seen[name] = json.loads((marks / name).read_text())["rows"]
-        logged = sum(seen.values()) - logged_before
-        if logged >= rows + ddl and set(seen) <= set(os.listdir(applied)):
+        logged = changelog.rows() - logged_before
+        if logged >= rows + ddl and all_applied(changelog, lake):
             done = time.time()
             if sysbench:
                 if logged != rows:
@@ -199,16 +198,23 @@ def check_sysbench(db: PrivateMariaDB, lake: Path, tables: int) -> None:
             )
 
 
+def mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("nan")
+
+
 def wait_settled(lake: Path, seconds: float = 2.0, deadline: float = 300) -> None:
     """Wait until the change log has grown by nothing for ``seconds`` and every batch is applied."""
-    marks, applied = ChangeLog(lake).commits, lake / "_pycanal" / "applied"
+    changelog = ChangeLog(lake)
     end = time.monotonic() + deadline
     last, since = -1, time.monotonic()
     while time.monotonic() < end:
-        rows = changelog_rows(lake)
+        rows = changelog.rows()
         if rows != last:
             last, since = rows, time.monotonic()
-        elif time.monotonic() - since >= seconds and set(os.listdir(marks)) <= set(os.listdir(applied)):
+        elif time.monotonic() - since >= seconds and all_applied(changelog, lake):
             return
         time.sleep(0.2)
     raise RuntimeError(f"the change log did not settle within {deadline} s")
@@ -324,8 +330,8 @@ def throughput_round(
     for p in batches:  # the timeline, from the resume: trigger, end of addBatch, marker, applied
         start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() - t_resume
         name = f"{p['batchId']:020d}.json"
-        marked = (ChangeLog(lake).commits / name).stat().st_mtime - t_resume
-        applied = (lake / "_pycanal" / "applied" / name).stat().st_mtime - t_resume
+        marked = mtime(ChangeLog(lake).commits / name) - t_resume  # nan once folded
+        applied = mtime(lake / "_pycanal" / "applied" / name) - t_resume
         d = p["durationMs"]
         log(
             f"  batch {p['batchId']}: {p['numInputRows']:>7,} rows, trigger at {start:6.2f}s, latestOffset "

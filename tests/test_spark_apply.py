@@ -482,6 +482,65 @@ def test_merge_keeps_the_last_change_per_key(tmp_path: Path) -> None:
     assert [h["operation"] for h in history][:2] == ["MERGE", "MERGE"]
 
 
+def test_the_change_log_is_folded_while_streaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ``fold_every`` applied batches the applier folds the change log (in the background
+    with ``background=True``): readers get every row once, the tables are untouched, the applied
+    records the fold covers are dropped (per-table times kept), and a fold that dies is redone."""
+    from pycanal.spark import changelog
+    from pycanal.spark.apply import table_times
+    from pycanal.spark.maintenance import Maintenance
+
+    batches = [
+        [row("INSERT", 100 * b, None, item(b"k%d" % b, 1, "new"))]
+        + ([row("UPDATE", 100 * b + 50, item(b"k0", 1, "x"), item(b"k0", 1, f"b{b}"))] if b else [])
+        for b in range(10)
+    ]
+    clean = ChangeApplier(tmp_path / "clean", schema_ddl=SHOP, maintenance=Maintenance(fold_every=0))
+    for b, rows in enumerate(batches):
+        clean(arrow_rows(rows), b)
+    assert ChangeLog(tmp_path / "clean").folded_through() == -1
+
+    upkeep = Maintenance(fold_every=2, fold_fanout=2, retention_hours=0)
+    streamed = tmp_path / "streamed"
+    applier = ChangeApplier(streamed, schema_ddl=SHOP, background=True, maintenance=upkeep)
+    for b, rows in enumerate(batches[:6]):
+        applier(arrow_rows(rows), b)
+    applier.wait()
+    folded = ChangeLog(streamed).folded_through()
+    assert folded >= 2 and min(applied_batch_ids(streamed)) == folded
+
+    real = changelog._write_parquet
+
+    def die_folding(path: Path, table: pa.Table) -> int:
+        if "table_name=" in str(path):
+            raise KeyboardInterrupt("simulated process death")
+        return real(path, table)
+
+    monkeypatch.setattr(changelog, "_write_parquet", die_folding)
+    inline = ChangeApplier(streamed, schema_ddl=SHOP, maintenance=upkeep)
+    with pytest.raises(KeyboardInterrupt):  # batch 6 or 7 is applied, then its fold dies
+        for b in (6, 7):
+            inline(arrow_rows(batches[b]), b)
+    monkeypatch.undo()
+    restarted = ChangeApplier(streamed, schema_ddl=SHOP, maintenance=upkeep)
+    for b in range(10):
+        restarted(arrow_rows(batches[b]), b)  # Spark replays what it had not committed
+    assert ChangeLog(streamed).folded_through() >= 8
+    assert current_rows(streamed, "shop", "item", "sku") == current_rows(
+        tmp_path / "clean", "shop", "item", "sku"
+    )
+    count = "SELECT count(*), count(DISTINCT (position.file, position.offset, position.row)) FROM read_parquet({})"
+    assert duck().execute(count.format(change_log_files(streamed))).fetchone() == (19, 19)
+    assert (
+        table_times(streamed)
+        == table_times(tmp_path / "clean")
+        == {"shop.item": batches[9][0].ts.timestamp()}
+    )
+    log = ChangeLog(streamed)
+    on_disk = {str(p.relative_to(log.dir)) for p in log.dir.rglob("*.parquet")}
+    assert on_disk == set(log.files())  # retention 0: only the live files are left
+
+
 # --------------------------------------------------------------------------- DDL
 def test_ddl_evolves_the_tables(mariadb: PrivateMariaDB, tmp_path: Path) -> None:
     db = unique("spark_ddl")
@@ -753,7 +812,7 @@ def test_the_stream_before_a_snapshot_declaration_is_left_to_the_chunks(tmp_path
 def test_staged_snapshot_chunks_apply_as_their_rows(
     mariadb: PrivateMariaDB, all_types: tuple, tmp_path: Path
 ) -> None:
-    """Chunks an executor staged (``snapshotStage``): the batch's STAGED rows stand for the files'
+    """Chunks an executor staged (the source's ``stage``): the batch's STAGED rows stand for the files'
     rows, so the lake and the change log are what the rows themselves give. The files go once their
     batch is committed, leftovers of batches that never committed at the next start, and a missing
     file fails the batch naming it."""
@@ -761,7 +820,10 @@ def test_staged_snapshot_chunks_apply_as_their_rows(
     from pycanal.snapshot.reader import connect
     from pycanal.spark.apply import stage_dir
     from pycanal.spark.rows import SnapshotRows
-    from pycanal.spark.snapshot import STAGED, _stage
+    from pycanal.spark.stage import STAGED, stage_rows
+
+    def _stage(stage: Path, r: Any, batches: Any) -> pa.RecordBatch:
+        return stage_rows(stage, batches, r.table.schema, r.table.name, RowPosition(r.file, r.pos, 0, None))
 
     db, _ = all_types
     p = mariadb.repl_params()

@@ -25,7 +25,23 @@ def change(
     return ChangeRow(op, database, table, '{"id":1}', None, '{"id":1}', pos, ts, None, None)
 
 
-def test_partitions_by_table_and_day(tmp_path: Path) -> None:
+def commit(log: ChangeLog, batch_id: int, rows: list[ChangeRow]) -> None:
+    table = pa.Table.from_batches([to_record_batch(rows)])
+    files = log.write(table, batch_id)
+    log.commit(batch_id, {"files": files, "rows": table.num_rows})  # waits for the file
+
+
+def positions(log: ChangeLog) -> list[int]:
+    """The ``row`` of every committed change row, file by file as the readers get them."""
+    out = []
+    for rel in log.files():
+        out += (
+            pq.ParquetFile(log.dir / rel).read().column("position").combine_chunks().field("row").to_pylist()
+        )
+    return out
+
+
+def test_a_batch_is_one_file_and_a_fold_partitions_by_table_and_day(tmp_path: Path) -> None:
     # table -> its partition name; `a.b`.`c` and `a`.`b.c` escape alike: one partition, rows in order.
     names = {("a.b", "c"): "a.b.c", ("a", "b.c"): "a.b.c", ("shop", "item"): "shop.item", ("shop", None): "shop",
              ("é/x", "t%"): "%C3%A9%2Fx.t%25"}  # fmt: skip
@@ -33,20 +49,103 @@ def test_partitions_by_table_and_day(tmp_path: Path) -> None:
     tables = [rnd.choice(list(names)) for _ in range(500)]
     rows = [change(n, *t, DAY + dt.timedelta(seconds=rnd.choice([0, 1]))) for n, t in enumerate(tables)]
     log = ChangeLog(tmp_path)
-    files = log.write(pa.Table.from_batches([to_record_batch(rows)]), 42)
-    log.commit(42, {"files": files})  # waits for the files, written in the background
+    commit(log, 42, rows[:300])
+    commit(log, 43, rows[300:])
+    assert log.files() == [f"_pycanal_batches/{42:020d}.parquet", f"_pycanal_batches/{43:020d}.parquet"]
+    assert log.batch_ids() == [42, 43] and log.rows() == 500
 
+    assert log.fold(43) == {"through": 43, "batches": 2, "rows": 500, "written": 8, "retired": 2}
     expected: dict[tuple[str, str], list[int]] = {}
     for n, (t, r) in enumerate(zip(tables, rows, strict=True)):
         expected.setdefault((names[t], f"{r.ts:%Y-%m-%d}"), []).append(n)
-    assert files == [
-        f"table_name={name}/date={day}/part-{42:020d}-{k:05d}.parquet"
-        for k, (name, day) in enumerate(sorted(expected))
-    ]
-    for rel, key in zip(files, sorted(expected), strict=True):
+    keys = sorted(expected, key=lambda k: f"table_name={k[0]}/date={k[1]}")
+    files = log.files()
+    assert files == [f"table_name={name}/date={day}/part-{42:020d}-{43:020d}.parquet" for name, day in keys]
+    for rel, key in zip(files, keys, strict=True):
         written = pq.read_table(tmp_path / "changelog" / rel)
         assert written.column("position").combine_chunks().field("row").to_pylist() == expected[key]
-        assert set(written.column("batch_id").to_pylist()) == {42}
+        assert written.column("batch_id").to_pylist() == [42 if n < 300 else 43 for n in expected[key]]
+    # The markers are gone, the batches still committed; the last change per table is kept.
+    assert log.batch_ids() == [] and log.committed(42) and log.committed(43) and not log.committed(44)
+    assert log.rows() == 500 and log.last_batch() == 43
+    assert log.manifest()["tables"] == dict.fromkeys(["a.b.c", "shop.item", "é/x.t%"], DAY.timestamp() + 1)
+    # The batch files are kept for readers that listed them (the retention), then deleted.
+    assert (log.dir / f"_pycanal_batches/{42:020d}.parquet").is_file()
+    commit(log, 44, rows[:1])
+    log.fold(44, retention_seconds=0)
+    assert not (log.dir / f"_pycanal_batches/{42:020d}.parquet").exists()
+    assert sorted(positions(log)) == sorted([*range(500), 0])
+
+
+def test_partitions_stay_few_files_as_folds_go_on(tmp_path: Path) -> None:
+    """Each fold adds a file to a partition; ``fanout`` files of one level are merged into one of
+    the next, until the merge would reach ``target_bytes``: then they stay as they are."""
+    log = ChangeLog(tmp_path)
+    for b in range(64):
+        commit(log, b, [change(b, "shop", "item", DAY)])
+        log.fold(b, fanout=4, target_bytes=1 << 30, retention_seconds=0)
+    levels = [e[3] for e in log.manifest()["partitions"]["table_name=shop.item/date=2026-11-21"]]
+    assert levels == [4]  # 64 = 4^3 one-batch folds: one file
+    assert positions(log) == list(range(64))
+    # Only the live files (and the manifest's records) are left on disk.
+    on_disk = {str(p.relative_to(log.dir)) for p in log.dir.rglob("*.parquet")}
+    assert on_disk == set(log.files())
+
+    small = ChangeLog(tmp_path / "small")
+    for b in range(40):
+        commit(small, b, [change(b, "shop", "item", DAY)])
+        small.fold(b, fanout=4, target_bytes=1, retention_seconds=0)  # every merge would be too big
+    entries = small.manifest()["partitions"]["table_name=shop.item/date=2026-11-21"]
+    assert [e[3] for e in entries] == [0] * 40 and positions(small) == list(range(40))
+
+
+def test_a_fold_cut_short_is_redone_over_the_same_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pycanal.spark import changelog
+
+    log = ChangeLog(tmp_path)
+    for b in range(6):
+        commit(log, b, [change(2 * b, "d", "t", DAY), change(2 * b + 1, "d", "u", DAY)])
+    log.fold(2, fanout=2, retention_seconds=0)
+    real, writes = changelog._write_parquet, []
+
+    def crash_at_the_third_file(path: Path, table: pa.Table) -> int:
+        writes.append(path)
+        if len(writes) == 3:
+            raise KeyboardInterrupt("simulated process death")
+        return real(path, table)
+
+    monkeypatch.setattr(changelog, "_write_parquet", crash_at_the_third_file)
+    with pytest.raises(KeyboardInterrupt):
+        ChangeLog(tmp_path).fold(4, fanout=2, retention_seconds=0)
+    monkeypatch.undo()
+    # Nothing changed for readers; the next fold (asked for more) first does batches 3-4 again.
+    reader = ChangeLog(tmp_path)
+    assert reader.folded_through() == 2 and reader.batch_ids() == [3, 4, 5]
+    assert sorted(positions(reader)) == list(range(12))
+    assert reader.fold(5, fanout=2, retention_seconds=0)["through"] == 4
+    assert reader.fold(5, fanout=2, retention_seconds=0)["through"] == 5
+    assert sorted(positions(reader)) == list(range(12)) and reader.batch_ids() == []
+    on_disk = {str(p.relative_to(reader.dir)) for p in reader.dir.rglob("*.parquet")}
+    assert on_disk == set(reader.files())  # nothing of the cut-short attempt is left
+
+
+def test_a_reader_racing_a_fold_reads_every_row_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = ChangeLog(tmp_path)
+    for b in range(4):
+        commit(log, b, [change(b, "d", "t", DAY)])
+    reader = ChangeLog(tmp_path)
+    real = ChangeLog._marker
+
+    def fold_meanwhile(self: ChangeLog, batch_id: int) -> dict:
+        if self is reader and not log.folded_through() >= 0:
+            log.fold(2)  # after the reader took the manifest: the markers it listed vanish
+        return real(self, batch_id)
+
+    monkeypatch.setattr(ChangeLog, "_marker", fold_meanwhile)
+    assert positions(reader) == [0, 1, 2, 3] and reader.rows() == 4
+    assert reader.folded_through() == 2
 
 
 def test_position_order(tmp_path: Path) -> None:

@@ -383,22 +383,14 @@ def snapshot(
 
 
 @app.command("lag")
-def lag(
-    lake: Annotated[Path, typer.Option("--lake", help="The lake of a pipeline.")],
-    batches: Annotated[int, typer.Option("--batches", help="Applied batches read back.")] = 1000,
-) -> None:
+def lag(lake: Annotated[Path, typer.Option("--lake", help="The lake of a pipeline.")]) -> None:
     """Per table: the source's commit time of the last change applied to its current-state table,
-    and how long ago that was (from the last ``--batches`` applied micro-batches)."""
-    import json
+    and how long ago that was."""
     import time
 
-    from .spark.apply import applied_batch_ids
+    from .spark.apply import table_times
 
-    ids = applied_batch_ids(lake)[-batches:]
-    last: dict[str, float] = {}
-    for batch_id in ids:
-        record = json.loads((lake / "_pycanal" / "applied" / f"{batch_id:020d}.json").read_text())
-        last.update(record.get("tables", {}))
+    last = table_times(lake)
     now = time.time()
     for name, at in sorted(last.items(), key=lambda kv: kv[1]):
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))

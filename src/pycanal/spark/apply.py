@@ -7,12 +7,12 @@ log and current-state Delta tables.
              .option("checkpointLocation", "/lake/shop/_checkpoint").start())
 
 Per micro-batch (``batch_id`` from Spark, rows in any order, sorted here by position; a
-snapshot chunk staged by the executors, a ``STAGED`` row, replaced by its rows):
+partition's rows staged by an executor, a ``STAGED`` row, replaced by its rows):
 
 1. if the change log's commit marker of ``batch_id`` exists, the batch is in the change log:
    nothing to do; an empty batch has nothing to do either (no marker);
-2. the rows go to the change log (``changelog``: Parquet, partitioned by table and date), under
-   file names derived from the batch id, then its commit marker is written atomically: from here
+2. the rows go to the change log (``changelog``: a Parquet file of the batch, folded later into
+   partitions by table and date), named by the batch id, then its commit marker is written atomically: from here
    on the batch is durable, Spark may commit it and the source ack it to the server;
 3. the current-state tables are brought up to date (``current``: MERGE per table, DDL followed);
    each step is idempotent by itself (Delta transaction ids, a step journal). The schema model
@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,9 @@ from .current import APP_ID, ApplyError, BatchRows, CurrentState
 from .maintenance import Maintenance
 from .rows import ARROW_SCHEMA
 from .schema import model_at, model_from_ddl
-from .snapshot import expand_staged
+from .stage import expand_staged
 
-__all__ = ["ApplyError", "ChangeApplier", "applied_batch_ids", "apply_changes", "last_applied"]
+__all__ = ["ApplyError", "ChangeApplier", "applied_batch_ids", "apply_changes", "last_applied", "table_times"]
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,9 @@ class ChangeApplier:
         self._failed: Future[None] | None = None  # the apply loop that failed, not reported yet
         self._schema_batch: int | None = None  # whose saved schema model is in force now
         self.rows_in: dict[int, int] = {}  # change rows of the last 100 micro-batches, by batch id
+        self._fold_pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-fold") if background else None
+        self._folding: Future[None] | None = None  # the change log's fold, while it runs or until reported
+        self._folded: int | None = None  # the last batch folded (or being folded)
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         batch_id = int(batch_id)
@@ -210,15 +214,20 @@ class ChangeApplier:
                 raise
 
     def _raise_failure(self) -> None:
-        """Raise the error of a background apply that failed (the next call starts with catch_up)."""
+        """Raise the error of a background apply that failed (the next call starts with catch_up),
+        or of a fold of the change log."""
+        if self._folding is not None and self._folding.done():
+            folding, self._folding = self._folding, None
+            folding.result()
         failed, self._failed = self._failed, None
         if failed is not None:
             self._caught_up = False
             failed.result()
 
     def wait(self) -> None:
-        """Wait until the background apply has applied every committed batch; raise its error
-        (the next call then starts with ``catch_up``, which tries those batches again)."""
+        """Wait until the background apply has applied every committed batch and the change log's
+        fold is done; raise their error (the next call then starts with ``catch_up``, which
+        tries those batches again)."""
         with self._cond:
             pending = self._pending
         if pending is not None:
@@ -228,6 +237,9 @@ class ChangeApplier:
                 self._failed = None
                 self._caught_up = False
                 raise
+        if self._folding is not None:  # started by the apply that just ended, if any
+            folding, self._folding = self._folding, None
+            folding.result()
         self._raise_failure()
 
     def catch_up(self) -> None:
@@ -236,7 +248,7 @@ class ChangeApplier:
         the same steps), then the others ``max_queued`` at a time."""
         self.wait()
         self._caught_up = False
-        _unlink(stage_dir(self.root).glob("*"))  # snapshot chunks of batches that never committed
+        _unlink(stage_dir(self.root).glob("*"))  # rows staged for batches that never committed
         applied = batch_ids(self._state / "applied")
         last = applied[-1] if applied else -1
         self._schema_batch = (
@@ -295,6 +307,35 @@ class ChangeApplier:
                       "warnings": warnings, **_times(t)}  # fmt: skip
             write_atomic(self._applied_file(b), json.dumps(record, indent=1).encode())
         self._schema_batch = schema_batch
+        self._fold_if_due(batch_id)
+
+    # ------------------------------------------------------------------ the change log's fold
+    def _fold_if_due(self, applied: int) -> None:
+        """Fold the change log through ``applied`` every ``maintenance.fold_every`` batches: on
+        the fold's thread in the background (its error is raised by a later call), else here."""
+        every = self.maintenance.fold_every
+        if not every or self._folding is not None:  # one at a time; the next call reports a finished one
+            return
+        if self._folded is None:
+            self._folded = ChangeLog(self.root).folded_through()
+        if applied - self._folded < every:
+            return
+        self._folded = applied
+        if self._fold_pool is None:
+            self._fold(applied)
+        else:
+            self._folding = self._fold_pool.submit(self._fold, applied)
+
+    def _fold(self, upto: int) -> None:
+        t0 = time.monotonic()
+        done = self.maintenance.fold(ChangeLog(self.root), upto)
+        if done is None:
+            return
+        # The applied records the fold covers (its manifest has their tables' times), but the last.
+        for b in batch_ids(self._state / "applied"):
+            if b < done["through"]:
+                self._applied_file(b).unlink(missing_ok=True)
+        log.info("change log folded through micro-batch %d in %.2f s: %s", upto, time.monotonic() - t0, done)
 
     def _applied_file(self, batch_id: int) -> Path:
         return self._state / "applied" / f"{batch_id:020d}.json"
@@ -341,8 +382,8 @@ class ChangeApplier:
 
 
 def stage_dir(target_dir: str | Path) -> Path:
-    """Where the pipeline into ``target_dir`` has executors stage snapshot chunks (the source's
-    ``snapshotStage``): the micro-batch's rows come from there (``expand_staged``)."""
+    """Where the pipeline into ``target_dir`` has executors stage their rows (the source's
+    ``stage``): the micro-batch's rows come from there (``expand_staged``)."""
     return Path(target_dir).resolve() / "_pycanal" / "stage"
 
 
@@ -383,8 +424,27 @@ def last_applied(target_dir: str | Path) -> dict[str, Any] | None:
 
 
 def applied_batch_ids(target_dir: str | Path) -> list[int]:
-    """The micro-batches applied to the current-state tables of ``target_dir``, in order."""
+    """The micro-batches applied to the current-state tables of ``target_dir`` whose records are
+    kept (the last one, and those after the change log's last fold), in order."""
     return batch_ids(Path(target_dir) / "_pycanal" / "applied")
+
+
+def table_times(target_dir: str | Path) -> dict[str, float]:
+    """Per ``database.table``: the source's commit time (epoch s) of the last change applied to
+    it (from the change log's last fold and the applied records after it)."""
+    applied = Path(target_dir) / "_pycanal" / "applied"
+    for _ in range(100):
+        ids = applied_batch_ids(target_dir)  # before the manifest: a fold deletes records after it
+        manifest = ChangeLog(target_dir).manifest()
+        out = dict(manifest["tables"])
+        try:
+            for b in ids:
+                if b > manifest["through"]:
+                    out.update(json.loads((applied / f"{b:020d}.json").read_text()).get("tables", {}))
+        except FileNotFoundError:
+            continue
+        return out
+    raise RuntimeError(f"{applied}: the applied records keep being folded under the reader")
 
 
 def apply_changes(batch: Any, batch_id: int, target_dir: str | Path, **options: Any) -> None:

@@ -16,7 +16,9 @@ the subscription's filter, applied to the rows too), ``batchSize`` (entries per 
 (entries, or memory units in MEMSIZE mode, per GET: 8192; at most half the server's store, or a
 micro-batch may wait for a server batch it cannot end in), ``numPartitions`` (2), ``user``,
 ``password``, ``timezone`` (the server's TIMESTAMP zone, UTC), ``timeout`` (seconds to wait for a
-server to connect to, and for a replayed batch: 60).
+server to connect to, and for a replayed batch: 60), ``stage`` (a directory the executors and
+the driver share: a partition's rows go there as a file instead of through Spark's JVM, see
+``pycanal.spark.stage``; only for ``ChangeApplier``, which reads them back).
 
 A micro-batch's entries stay unacked until Spark commits it, while the next batches are fetched:
 keep ``batchBytes`` at most a third of the server's store. conf/ ships a 128 MB store
@@ -58,6 +60,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -86,6 +89,7 @@ from .snapshot import (
     snapshot_partitions,
     snapshot_step,
 )
+from .stage import stage_rows
 
 __all__ = ["CanalDataSource", "CanalPartition", "CanalStreamReader"]
 
@@ -194,6 +198,7 @@ class _Options(NamedTuple):
     fetch_size: int
     num_partitions: int
     timeout: float
+    stage: Path | None
     snapshot: SnapshotOptions | None
 
 
@@ -238,6 +243,7 @@ def _options(raw: Any) -> _Options:
         min(batch_size, _int(options, "fetchSize", 8192)),
         _int(options, "numPartitions", 2),
         timeout,
+        Path(options["stage"]) if options.get("stage") else None,
         snapshot_options(options, _int),
     )
 
@@ -666,11 +672,15 @@ class CanalStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, SnapshotPartition):
             assert self.opts.snapshot is not None
-            yield from read_snapshot_partition(self.opts.snapshot, partition)
+            yield from read_snapshot_partition(self.opts.snapshot, partition, self.opts.stage)
         else:
             assert isinstance(partition, CanalPartition)
             rows = EntryRows(accepts=self.accepts, timezone=self.opts.timezone, gtid=partition.gtid)
-            yield from rows.batches(partition.entries, _BATCH_ROWS)
+            batches = rows.batches(partition.entries, _BATCH_ROWS)
+            if self.opts.stage is None:
+                yield from batches
+            elif (staged := stage_rows(self.opts.stage, batches)) is not None:
+                yield staged
         settle()  # PySpark's daemon runs a full collection after every task
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -107,6 +107,7 @@ def start_pipeline(
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
+    reader = reader.option("stage", str(stage_dir(lake)))  # rows to the driver by file, not through the JVM
     if address:
         reader = reader.option("address", address)
     if zk_servers:
@@ -121,7 +122,6 @@ def start_pipeline(
         reader = reader.option("snapshot", snapshot).option("source", source)
         reader = reader.option("sourceUser", source_user).option("sourcePassword", source_password)
         reader = reader.option("snapshotSignals", str(snapshot_requests(lake)))
-        reader = reader.option("snapshotStage", str(stage_dir(lake)))
         if snapshot_chunk_rows:
             reader = reader.option("snapshotChunkRows", str(snapshot_chunk_rows))
         if snapshot_parallelism:

@@ -14,6 +14,10 @@ thread that just merged into a table and counted in that table's MERGEs:
 * vacuum: data files no version younger than ``retention_hours`` uses are deleted (a reader or a
   time-travel query older than that can fail), every ``vacuum_every``.
 
+The change log is folded by the applier every ``fold_every`` applied micro-batches
+(``ChangeLog.fold``: its per-batch files into partitions by table and date, merged ``fold_fanout``
+at a time up to ``fold_target_mb``; files it replaced deleted after ``retention_hours``).
+
 The counters start at a per-table offset so that tables merged in the same micro-batches do not
 all compact in the same one. None of these commits changes rows or the Delta transaction ids
 the exactly-once apply relies on; a crash in the middle leaves a consistent table (each is one
@@ -32,12 +36,15 @@ __all__ = ["Maintenance"]
 
 @dataclass
 class Maintenance:
-    """What is done how often (MERGEs into a table; 0: never)."""
+    """What is done how often (writes into a table, micro-batches for the change log; 0: never)."""
 
     compact_every: int = 50
     checkpoint_every: int = 50
     vacuum_every: int = 500
     retention_hours: int = 24
+    fold_every: int = 100
+    fold_fanout: int = 10
+    fold_target_mb: int = 128
     _merges: dict[str, int] = field(default_factory=dict, repr=False)
     _retention_set: set[str] = field(default_factory=set, repr=False)  # tables whose property is set
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -73,6 +80,15 @@ class Maintenance:
                 )
             self._count(what)
         table.reload()  # compaction replaced files
+
+    def fold(self, changelog: Any, upto: int) -> dict[str, int] | None:
+        """Fold ``changelog`` (a ``ChangeLog``) through batch ``upto`` with these settings."""
+        return changelog.fold(
+            upto,
+            retention_seconds=self.retention_hours * 3600,
+            fanout=self.fold_fanout,
+            target_bytes=int(self.fold_target_mb * (1 << 20)),
+        )
 
     def table_properties(self) -> dict[str, str]:
         """What a new current-state table is created with."""

@@ -3,8 +3,8 @@
 Options: ``snapshot`` (``initial``: the existing rows of the filter's tables first, when the query
 starts from no checkpoint; ``never``, the default), ``source`` (HOST:PORT of the MySQL/MariaDB),
 ``sourceUser``, ``sourcePassword``, ``snapshotChunkRows`` (rows per chunk, 50000),
-``snapshotParallelism`` (chunks per micro-batch, each one partition: 4), ``snapshotStage`` (a
-directory the executors and the driver share: see below).
+``snapshotParallelism`` (chunks per micro-batch, each one partition: 4); with the source's
+``stage`` a chunk's rows are staged (``pycanal.spark.stage``).
 
 The snapshot's progress lives in the stream's offsets, next to the binlog position:
 ``"snap": {"left": [[db, table], ...], "lower": <key>, "read": [<chunk>, ...]}``: the tables not
@@ -20,13 +20,6 @@ partition is read in an executor straight from the source (``read_chunk``: a con
 and its binlog position P); its rows are ``READ`` change rows at P. The rows of a chunk read while
 the stream is still before P are applied before the stream's changes up to P, which replay over
 them and end on the same rows (docs/snapshot.md).
-
-With ``snapshotStage``, a chunk's READ rows do not go through Spark: the executor writes them to an
-Arrow file there and the partition gives one ``STAGED`` row naming it (its table, the chunk's
-position, ``after`` ``{"rows": n}``, ``sql`` the file's path). Through Spark's JVM a snapshot row
-costs more CPU than reading it from the source; ``ChangeApplier`` puts the file's rows in the
-``STAGED`` row's place (``expand_staged``) before the change log and the current state see the
-batch. A replayed micro-batch reads its chunks again, into new files.
 """
 
 from __future__ import annotations
@@ -35,7 +28,6 @@ import base64
 import json
 import os
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -43,13 +35,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pymysql
 from pyspark.sql.datasource import InputPartition
 
 from pycanal.parse.filter import TableFilter
 from pycanal.snapshot import (
-    ChunkRead,
     SourceTable,
     describe,
     list_tables,
@@ -59,15 +49,14 @@ from pycanal.snapshot import (
 from pycanal.snapshot.chunks import Chunk, EvenRanges, even_ranges, next_upper
 from pycanal.snapshot.reader import connect
 
-from .rows import ARROW_SCHEMA, ChangeRow, RowPosition, SnapshotRows, to_record_batch
+from .rows import RowPosition, SnapshotRows
+from .stage import stage_rows
 
 __all__ = [
     "SnapshotOptions",
     "SnapshotPartition",
     "SnapshotPlanner",
-    "STAGED",
     "commit_signals",
-    "expand_staged",
     "read_snapshot_partition",
     "request_snapshot",
     "snap_after",
@@ -86,7 +75,6 @@ class SnapshotOptions(NamedTuple):
     parallelism: int
     initial: bool  # snapshot=initial
     signals: Path | None  # the directory of ad-hoc snapshot requests
-    stage: Path | None  # where executors write chunks' rows (``STAGED``)
 
 
 def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | None:
@@ -106,7 +94,7 @@ def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | 
     host, _, port = source.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"format('canal'): a snapshot needs option source as HOST:PORT, got {source!r}")
-    signals, stage = options.get("snapshotsignals"), options.get("snapshotstage")
+    signals = options.get("snapshotsignals")
     return SnapshotOptions(
         host.strip("[]"),
         int(port),
@@ -116,7 +104,6 @@ def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | 
         number(options, "snapshotParallelism", 4),
         mode == "initial",
         Path(signals) if signals else None,
-        Path(stage) if stage else None,
     )
 
 
@@ -308,9 +295,11 @@ def snapshot_partitions(start: dict[str, Any], end: dict[str, Any], first: int) 
     return [SnapshotPartition(first + i, chunk=c) for i, c in enumerate(snap.get("read", []))]
 
 
-def read_snapshot_partition(opts: SnapshotOptions, partition: SnapshotPartition) -> Iterator[pa.RecordBatch]:
-    """The partition's change rows: a chunk's READ rows (or its ``STAGED`` row), or the tables'
-    CREATE TABLE rows."""
+def read_snapshot_partition(
+    opts: SnapshotOptions, partition: SnapshotPartition, stage: Path | None
+) -> Iterator[pa.RecordBatch]:
+    """The partition's change rows: a chunk's READ rows (its ``STAGED`` row with a ``stage``), or
+    the tables' CREATE TABLE rows."""
     with _source(opts) as conn:
         if partition.schema is not None:
             schema_read = read_schema(conn, [(s, t) for s, t in partition.schema])
@@ -323,12 +312,15 @@ def read_snapshot_partition(opts: SnapshotOptions, partition: SnapshotPartition)
         yield from SnapshotRows().batches([schema_read])
         return
     batches = SnapshotRows().batches([read])
-    if opts.stage is None:
+    if stage is None:
         yield from batches
-    else:
-        staged = _stage(opts.stage, read, batches)
-        if staged is not None:
-            yield staged
+        return
+    at = RowPosition(read.file, read.pos, 0, None)
+    staged = stage_rows(
+        stage, batches, read.table.schema, read.table.name, at, datetime.fromtimestamp(read.seconds, UTC)
+    )
+    if staged is not None:
+        yield staged
 
 
 _conn: tuple[SnapshotOptions, Any] | None = None  # this process's source connection
@@ -362,57 +354,3 @@ def _close(conn: Any) -> None:
         conn.close()
     except pymysql.err.Error:
         pass  # closed already
-
-
-# Stands for a chunk's READ rows in an Arrow file (``snapshotStage``).
-STAGED = "STAGED"
-
-
-def _stage(stage: Path, read: ChunkRead, batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
-    """Write a chunk's rows to a new file in ``stage``; its ``STAGED`` row (None: no rows)."""
-    stage.mkdir(parents=True, exist_ok=True)
-    path = stage / f"{uuid.uuid4().hex}.arrow"  # not the table's name: any character may be in it
-    tmp = path.with_suffix(".tmp")
-    n = 0
-    options = pa.ipc.IpcWriteOptions(compression="lz4")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, ARROW_SCHEMA, options=options) as out:
-        for batch in batches:
-            out.write_batch(batch)
-            n += batch.num_rows
-    if not n:
-        tmp.unlink()
-        return None
-    os.replace(tmp, path)  # whole or not at all
-    at = RowPosition(read.file, read.pos, 0, None)
-    when = datetime.fromtimestamp(read.seconds, UTC)
-    marker = ChangeRow(STAGED, read.table.schema, read.table.name, None, None, json.dumps({"rows": n}), at, when,
-                       str(path), None)  # fmt: skip
-    return to_record_batch([marker])
-
-
-def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Path]]:
-    """``rows`` with each ``STAGED`` row replaced by the rows of its file, and the files."""
-    op = rows.column("op")
-    staged = pc.indices_nonzero(pc.equal(op, STAGED).fill_null(False)).to_pylist()
-    if not staged:
-        return rows, []
-    parts, files, start = [], [], 0
-    paths, infos = rows.column("sql"), rows.column("after")
-    for i in staged:
-        path = Path(paths[i].as_py())
-        try:
-            with pa.OSFile(str(path), "rb") as source:  # read into memory: the file goes soon
-                chunk = pa.ipc.open_file(source).read_all()
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise RuntimeError(f"the snapshot chunk staged in {path} cannot be read: {exc}") from None
-        want = json.loads(infos[i].as_py())["rows"]
-        if chunk.num_rows != want or chunk.schema != ARROW_SCHEMA:
-            raise RuntimeError(
-                f"the snapshot chunk staged in {path} has {chunk.num_rows} rows of {chunk.schema}, its STAGED row "
-                f"says {want} rows of the change-row schema"
-            )
-        parts += [rows.slice(start, i - start), chunk]
-        files.append(path)
-        start = i + 1
-    parts.append(rows.slice(start))
-    return pa.concat_tables(parts), files
