@@ -19,8 +19,10 @@ pipeline first (checked: every table equals its source). Then:
    the backlog's binlog file in the same run: the peer's rows/s.
 
 ``--minutes M`` (soak) writes at ``--soak-rate`` for M minutes on the first table count and
-prints per minute: the apply time per micro-batch (Spark's addBatch, median/max), the files of
-the current-state tables and of the change log, and the time of a full-table query.
+prints per minute: Spark's addBatch (median/max), the background apply's rounds (median
+seconds, micro-batches per round), the lag p99, the Parquet files under current/ and
+changelog/ (on disk) and the change log's live files (what a reader lists), ``lake1``'s log
+entries, and a full-table query of ``lake1`` (median of 5).
 
 One JSON object goes to stdout, progress to stderr.
 
@@ -52,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import e2e as e2e_bench  # noqa: E402
 import oltp as oltp_bench  # noqa: E402
 import pipeline as pipeline_bench  # noqa: E402
+from pycanal.spark.changelog import change_log_files  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
 from pycanal.spark.maintenance import Maintenance  # noqa: E402
@@ -337,12 +340,19 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
         # ids of a minute: 400M + 40M per minute + 10M per writer thread (INT holds 45 minutes)
         res = lua(db, schema, tables, args.rows, args.soak_rate, 60, 400_000_000 + minute * 40_000_000)
         lags = marker.lags(since, int(time.time() * 1000))
-        t0 = time.perf_counter()
-        rows = DeltaTable(str(table_path(lake, schema, "lake1"))).to_pyarrow_table().num_rows
-        query_s = time.perf_counter() - t0
+        queries = []
+        for _ in range(5):  # a query right after a checkpoint or before one differs: the median of 5
+            t0 = time.perf_counter()
+            rows = DeltaTable(str(table_path(lake, schema, "lake1"))).to_pyarrow_table().num_rows
+            queries.append(time.perf_counter() - t0)
+        rounds = [r for r in pipeline.applier.rounds if r[0] >= since / 1000]
         row = {"minute": minute, **res, "lag_p99_s": pct(lags, 0.99), **batch_stats(pipeline, since / 1000),
+               "apply_s_median": round(statistics.median(r[1] for r in rounds), 3) if rounds else None,
+               "batches_per_apply": round(sum(r[2] for r in rounds) / len(rounds), 2) if rounds else None,
                "current_files": files_in(lake / "current"), "changelog_files": files_in(lake / "changelog"),
-               "full_table_query_s": round(query_s, 3), "lake1_rows": rows}  # fmt: skip
+               "changelog_live_files": len(change_log_files(lake)),
+               "lake1_log_entries": len(os.listdir(table_path(lake, schema, "lake1") / "_delta_log")),
+               "full_table_query_s": round(statistics.median(queries), 3), "lake1_rows": rows}  # fmt: skip
         log(f"soak minute {minute}: {row}")
         minutes.append(row)
     marker.writing.clear()

@@ -38,6 +38,7 @@ import json
 import logging
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,7 @@ class ChangeApplier:
         self._failed: Future[None] | None = None  # the apply loop that failed, not reported yet
         self._schema_batch: int | None = None  # whose saved schema model is in force now
         self.rows_in: dict[int, int] = {}  # change rows of the last 100 micro-batches, by batch id
+        self.rounds: deque[tuple[float, float, int, int]] = deque(maxlen=1000)  # applies: end, seconds, batches, rows
         self._fold_pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-fold") if background else None
         self._folding: Future[None] | None = None  # the change log's fold, while it runs or until reported
         self._folded: int | None = None  # the last batch folded (or being folded)
@@ -272,6 +274,7 @@ class ChangeApplier:
         """Step 3 of the module docstring for committed batches ``ids`` (consecutive, in order)
         as one: one MERGE per table, under the last batch's id."""
         first, batch_id = ids[0], ids[-1]
+        started = time.monotonic()
         schema_batch = self._schema_batch
         warnings: list[str] = []
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
@@ -307,6 +310,7 @@ class ChangeApplier:
                       "warnings": warnings, **_times(t)}  # fmt: skip
             write_atomic(self._applied_file(b), json.dumps(record, indent=1).encode())
         self._schema_batch = schema_batch
+        self.rounds.append((time.time(), time.monotonic() - started, len(ids), table.num_rows))
         self._fold_if_due(batch_id)
 
     # ------------------------------------------------------------------ the change log's fold
