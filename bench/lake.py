@@ -253,7 +253,7 @@ def run_tables(
     lake = tmp / f"lake-{tables}"
     pipeline: Pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", destination="bench",
                                         trigger=args.trigger, batch_size=args.batch_size,
-                                        apply_threads=args.apply_threads,
+                                        apply_threads=args.apply_threads, stage=not args.no_stage,
                                         maintenance=Maintenance(compact_every=args.compact_every,
                                                                 checkpoint_every=args.compact_every))  # fmt: skip
     marker = Marker(db, schema, lake)
@@ -370,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trigger", default="1 second", help="the query's processing-time trigger")
     ap.add_argument("--minutes", type=int, default=0, help="soak: minutes at --soak-rate (first table count)")
     ap.add_argument("--soak-rate", type=int, default=1000)
+    ap.add_argument("--no-stage", action="store_true", help="change rows through Spark, not the stage")
     ap.add_argument("--batch-size", type=int, help="the source's batchSize (entries per micro-batch)")
     ap.add_argument("--apply-threads", type=int, default=4, help="current-state tables MERGEd at once")
     ap.add_argument("--compact-every", type=int, default=Maintenance().compact_every,

@@ -482,7 +482,11 @@ def test_merge_keeps_the_last_change_per_key(tmp_path: Path) -> None:
     assert [h["operation"] for h in history][:2] == ["MERGE", "MERGE"]
 
 
-def test_the_change_log_is_folded_while_streaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_change_log_is_folded_while_streaming(
+    spark: Any,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Every ``fold_every`` applied batches the applier folds the change log (in the background
     with ``background=True``): readers get every row once, the tables are untouched, the applied
     records the fold covers are dropped (per-table times kept), and a fold that dies is redone."""
@@ -539,6 +543,12 @@ def test_the_change_log_is_folded_while_streaming(tmp_path: Path, monkeypatch: p
     log = ChangeLog(streamed)
     on_disk = {str(p.relative_to(log.dir)) for p in log.dir.rglob("*.parquet")}
     assert on_disk == set(log.files())  # retention 0: only the live files are left
+    # Spark reads folded and unfolded files alike, with the partition values as columns.
+    applier = ChangeApplier(streamed, schema_ddl=SHOP, maintenance=upkeep)
+    applier(arrow_rows([row("DELETE", 5000, item(b"k1", 1, "new"), None)]), 10)
+    assert any(f.startswith("_pycanal_batches") for f in log.files()) and log.folded_through() >= 8
+    got = read_change_log(spark, streamed).groupBy("table_name", "date").count().collect()
+    assert [tuple(r) for r in got] == [("shop.item", dt.date(2026, 11, 21), 20)]
 
 
 # --------------------------------------------------------------------------- DDL

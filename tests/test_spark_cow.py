@@ -102,7 +102,7 @@ def test_key_ranges_spare_the_files_no_changed_key_can_be_in(tmp_path: Path) -> 
 def test_composite_and_string_keys(tmp_path: Path) -> None:
     schema = pa.schema([("a", pa.string()), ("b", pa.int64()), ("v", pa.string())])
     t = table(tmp_path, schema, ("a", "b"))
-    assert t.range_key is None
+    assert t.range_key == "a"  # the first key column's range: a necessary condition for a key
     up = pa.table({"a": ["x", "x", "y"], "b": [1, 2, 1], "v": ["1", "2", "3"]}, schema=schema)
     t.write(up, pa.table({"a": pa.array([], pa.string()), "b": pa.array([], pa.int64())}), 1, {})
     up = pa.table({"a": ["y"], "b": [2], "v": ["4"]}, schema=schema)

@@ -64,7 +64,9 @@ def test_upkeep_and_threads_give_the_same_tables(tmp_path: Path) -> None:
     plain = ChangeApplier(
         tmp_path / "plain", schema_ddl=DDL, apply_threads=1, maintenance=Maintenance(0, 0, 0)
     )
-    upkeep = Maintenance(compact_every=3, checkpoint_every=4, vacuum_every=5, retention_hours=0)
+    upkeep = Maintenance(
+        compact_every=3, checkpoint_every=4, vacuum_every=5, retention_hours=0, log_retention_hours=0
+    )
     kept = ChangeApplier(tmp_path / "kept", schema_ddl=DDL, apply_threads=8, maintenance=upkeep)
     for batch_id, rows in enumerate(work):
         plain(arrow_rows(rows), batch_id)
@@ -127,13 +129,16 @@ def test_a_table_made_without_the_log_retention_gets_it_at_its_checkpoint(tmp_pa
     schema = pa.schema([("id", pa.int32()), ("v", pa.int32())])
     write_deltalake(str(path), schema.empty_table())
     table = KeyedTable(path, schema, ["id"], APP_ID)
-    upkeep = Maintenance(compact_every=0, checkpoint_every=1, vacuum_every=0, retention_hours=6)
+    upkeep = Maintenance(
+        compact_every=0, checkpoint_every=1, vacuum_every=0, retention_hours=6, log_retention_hours=2
+    )
     for n in range(1, 4):
         table.write(
             pa.table({"id": [n], "v": [n]}, schema=schema), pa.table({"id": pa.array([], pa.int32())}), n, {}
         )
         upkeep.after_merge("db.t", table)
     config = DeltaTable(str(path)).metadata().configuration
-    assert config["delta.logRetentionDuration"] == "interval 6 hours"
+    assert config["delta.logRetentionDuration"] == "interval 2 hours"
+    assert config["delta.deletedFileRetentionDuration"] == "interval 6 hours"
     assert upkeep.done["checkpoint"] == 3
     assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3]

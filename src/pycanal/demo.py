@@ -274,9 +274,10 @@ def main(argv: list[str] | None = None) -> int:
             while True:
                 time.sleep(2)
                 for p in query.recentProgress:
-                    if p["batchId"] not in seen:
-                        seen.add(p["batchId"])
-                        applied += p["numInputRows"]
+                    if p["batchId"] not in seen and p["numInputRows"]:
+                        seen.add(p["batchId"])  # the stream's rows (Spark counts a staged part once)
+                        b = p["batchId"]
+                        applied += pipeline.applier.rows_in.get(b, 0) - pipeline.applier.reads_in.get(b, 0)
                 m = scrape(metrics)
                 captured = int(m.get("canal_instance_put_rows", 0))
                 lag = m.get("pycanal_instance_replication_lag_seconds", 0.0)

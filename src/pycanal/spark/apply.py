@@ -155,8 +155,12 @@ class ChangeApplier:
         self._caught_up = False  # catch_up ran, and no background apply failed since
         self._failed: Future[None] | None = None  # the apply loop that failed, not reported yet
         self._schema_batch: int | None = None  # whose saved schema model is in force now
-        self.rows_in: dict[int, int] = {}  # change rows of the last 100 micro-batches, by batch id
-        self.rounds: deque[tuple[float, float, int, int]] = deque(maxlen=1000)  # applies: end, seconds, batches, rows
+        # Change rows of the last 100 micro-batches by batch id (Spark's numInputRows counts a
+        # staged partition once), and those of them a snapshot read (READ).
+        self.rows_in: dict[int, int] = {}
+        self.reads_in: dict[int, int] = {}
+        # The last applies: (end, seconds, micro-batches, rows).
+        self.rounds: deque[tuple[float, float, int, int]] = deque(maxlen=1000)
         self._fold_pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-fold") if background else None
         self._folding: Future[None] | None = None  # the change log's fold, while it runs or until reported
         self._folded: int | None = None  # the last batch folded (or being folded)
@@ -171,9 +175,10 @@ class ChangeApplier:
             return
         table, staged = expand_staged(_arrow(batch))
         table = _sorted(table)
-        self.rows_in[batch_id] = table.num_rows  # Spark's numInputRows counts a staged chunk once
+        self.rows_in[batch_id] = table.num_rows
+        self.reads_in[batch_id] = pc.sum(pc.equal(table.column("op"), "READ")).as_py() or 0
         while len(self.rows_in) > 100:
-            del self.rows_in[next(iter(self.rows_in))]
+            del self.rows_in[next(iter(self.rows_in))], self.reads_in[next(iter(self.reads_in))]
         if table.num_rows == 0:
             # Nothing to log or apply (a replay is empty again): no marker, and no wait for the
             # background apply; a failure of it still surfaces here once it is known.

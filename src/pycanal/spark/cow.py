@@ -3,9 +3,12 @@
 A delta-rs MERGE costs ~15 ms of CPU whatever its size (DataFusion plans it, the commit reads
 and refreshes the table state), so a micro-batch of 1-row transactions spread over 200 tables
 cost ~4 s of driver CPU (docs/benchmarks.md). ``KeyedTable`` keeps a table's live files in
-memory (path, size, and the range of a single integer or text key); ``write`` replaces the files
-whose key range can hold a changed key by one Parquet file (their rows without the changed keys, plus
-the upserted rows) and commits the swap as the table's next log entry, created only if that
+memory (path, size, and the range of the key's first column where it is an integer or a text);
+``write`` replaces the files whose key range can hold a changed key by new Parquet files (their
+rows without the changed keys, plus the upserted rows; sorted by the range column and cut at
+``file_bytes`` on disk, so that a table that grows keeps files of that size with disjoint ranges
+and a write rewrites only the files its keys fall in, not the whole table) and commits the swap
+as the table's next log entry, created only if that
 version does not exist yet (a hard link, as delta-rs' own local store does): ~3 ms. The entry
 carries the Delta transaction id a MERGE would (``txn``), so exactly-once is unchanged, and
 readers (delta-rs, Spark) see an ordinary remove/add commit.
@@ -20,6 +23,7 @@ write redone. A filesystem without hard links sends the table to MERGE as well.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -144,15 +148,22 @@ class KeyedTable:
     version, transaction id and live files as they are after this process's commits."""
 
     def __init__(
-        self, path: Path, schema: pa.Schema, keys: list[str], app_id: str, contents: Contents = CONTENTS
+        self,
+        path: Path,
+        schema: pa.Schema,
+        keys: list[str],
+        app_id: str,
+        contents: Contents = CONTENTS,
+        file_bytes: int = 8 << 20,
     ) -> None:
         self.path, self.schema, self.keys, self.app_id = path, schema, keys, app_id
-        self.contents = contents
+        self.contents, self.file_bytes = contents, file_bytes
         self.dt = DeltaTable(str(path))
         key_types = [schema.field(k).type for k in keys]
         self.why_not = None if all(_exact(t) for t in key_types) else "a floating-point key"
-        ranged = len(keys) == 1 and (_integer(key_types[0]) or _text(key_types[0]))
+        ranged = _integer(key_types[0]) or _text(key_types[0])
         self.range_key = keys[0] if ranged else None  # files' bounds of it spare untouched files
+        self._ratio = 0.5  # bytes on disk per byte in memory, as the last file written had them
         self.files: dict[str, _File] = {}
         self._fresh = True  # self.dt is at self.version
         self._load()
@@ -232,22 +243,36 @@ class KeyedTable:
         touched = self._touching(changed)
         kept = [self._without(self._read(p), changed) for p in touched]
         new = pa.concat_tables([*kept, upserts]).combine_chunks()
-        added = self._write_file(new) if new.num_rows else None
+        parts = self._cut(new) if new.num_rows else []
+        added = []
         try:
+            for part in parts:
+                added.append(self._write_file(part))
             self._commit(touched, added, txn, metadata, len(upserts), len(changed) - len(upserts))
         except BaseException:
-            if added is not None:
-                (self.path / added[0]).unlink(missing_ok=True)  # in no log entry
+            for name, *_ in added:
+                (self.path / name).unlink(missing_ok=True)  # in no log entry
             raise
         for p in touched:
             del self.files[p]
             self.contents.drop(self.path / p)
-        if added is not None:
-            self.files[added[0]] = added[1]
-            self.contents.put(self.path / added[0], new)
+        for (name, f, _), part in zip(added, parts, strict=True):
+            self.files[name] = f
+            self.contents.put(self.path / name, part)
+        if parts:
+            self._ratio = max(sum(f.size for _, f, _ in added) / max(new.nbytes, 1), 0.01)
         self.version += 1
         self.txn = txn
         self._fresh = False
+
+    def _cut(self, new: pa.Table) -> list[pa.Table]:
+        """``new`` as files of about ``file_bytes`` on disk, by ranges of the range column."""
+        n = math.ceil(new.nbytes * self._ratio / self.file_bytes)
+        if n <= 1 or self.range_key is None:
+            return [new]
+        new = new.sort_by(self.range_key)
+        size = math.ceil(new.num_rows / n)
+        return [new.slice(i, size) for i in range(0, new.num_rows, size)]
 
     def _touching(self, changed: pa.Table) -> list[str]:
         """The live files that may hold a changed key."""
@@ -293,7 +318,7 @@ class KeyedTable:
         return name, _File(os.path.getsize(self.path / name), low, high), text
 
     def _commit(
-        self, removed: list[str], added: tuple[str, _File, str] | None, txn: int, metadata: dict[str, Any],
+        self, removed: list[str], added: list[tuple[str, _File, str]], txn: int, metadata: dict[str, Any],
         upserts: int, deletes: int,
     ) -> None:  # fmt: skip
         now = int(time.time() * 1000)
@@ -307,7 +332,7 @@ class KeyedTable:
             "operationMetrics": {
                 "num_source_rows": upserts + deletes,
                 "num_target_files_removed": len(removed),
-                "num_target_files_added": int(added is not None),
+                "num_target_files_added": len(added),
             },
             **{k: str(v) for k, v in metadata.items()},
         }
@@ -320,8 +345,7 @@ class KeyedTable:
                 "path": p, "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
                 "partitionValues": {}, "size": self.files[p].size,
             }})  # fmt: skip
-        if added is not None:
-            name, f, stats = added
+        for name, f, stats in added:
             actions.append({"add": {
                 "path": name, "partitionValues": {}, "size": f.size, "modificationTime": now, "dataChange": True,
                 "stats": stats,

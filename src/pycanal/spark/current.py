@@ -591,7 +591,8 @@ class CurrentState:
                 configuration=properties,
             )
         keys = [name for name, _ in t.primary_key]
-        target = KeyedTable(path, schema, keys, self.app_id, self.contents)
+        file_bytes = (self.maintenance or Maintenance()).file_mb << 20
+        target = KeyedTable(path, schema, keys, self.app_id, self.contents, file_bytes)
         have = [(f.name, str(f.type)) for f in target.dt.schema().fields]
         if have != _columns(schema):
             raise ApplyError(

@@ -90,6 +90,7 @@ def start_pipeline(
     apply_threads: int = 4,
     maintenance: Maintenance | None = None,
     cache_mb: int = 256,
+    stage: bool = True,
     snapshot: str = "never",
     source: str = "",
     source_user: str = "",
@@ -100,14 +101,16 @@ def start_pipeline(
     """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
     ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
     written at once; ``maintenance``: their upkeep, default ``Maintenance()``; ``cache_mb``: rows
-    of their recently written files kept in the driver's memory; ``snapshot``
+    of their recently written files kept in the driver's memory; ``stage``: the executors hand
+    the rows to the driver as files in the lake's stage, not through Spark; ``snapshot``
     ``"initial"``: the existing rows of the filter's tables first, read from ``source``
     (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot``; with a ``source`` the
     pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``)."""
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
-    reader = reader.option("stage", str(stage_dir(lake)))  # rows to the driver by file, not through the JVM
+    if stage:
+        reader = reader.option("stage", str(stage_dir(lake)))
     if address:
         reader = reader.option("address", address)
     if zk_servers:

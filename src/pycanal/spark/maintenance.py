@@ -5,14 +5,20 @@ of 1-row transactions a table is thousands of files and log entries, and each ME
 the live files) and each query slows down with them. ``Maintenance.after_merge`` runs, in the
 thread that just merged into a table and counted in that table's MERGEs:
 
-* compaction (``optimize.compact``): the live files rewritten into few, every ``compact_every``;
+* compaction (``optimize.compact``): small live files rewritten into files of up to ``file_mb``
+  (the size writes cut their files at, ``cow.KeyedTable``), every ``compact_every``;
 * a checkpoint (the log state in one Parquet file, so a reader replays no JSON before it),
-  every ``checkpoint_every``; then the log entries before it that are older than
-  ``retention_hours`` are deleted (the table's ``delta.logRetentionDuration``, set to that: Delta's
-  default of 30 days is millions of files a table at a commit a second, and every reader lists
-  them; a time-travel query older than that fails, as it does after vacuum);
-* vacuum: data files no version younger than ``retention_hours`` uses are deleted (a reader or a
-  time-travel query older than that can fail), every ``vacuum_every``.
+  every ``checkpoint_every``;
+* vacuum, every ``vacuum_every``: the log entries before the last checkpoint that are older
+  than ``log_retention_hours`` are deleted (the table's ``delta.logRetentionDuration``, 1 hour:
+  Delta's default of 30 days is 2.6M entries a table at a commit a second, and opening a table,
+  a checkpoint and this cleanup all list them -- at 10,000 entries delta-rs takes 9 ms to
+  refresh a table and 66 ms to clean up; a time-travel query older than that fails); then the
+  data files no version younger than ``retention_hours`` (24) uses are deleted, found by listing
+  the table's directory (a reader holding an older file list, or a time-travel query older than
+  that, can fail). Tables get ``delta.deletedFileRetentionDuration`` = ``retention_hours`` as well,
+  so a checkpoint keeps the removed files of that long (Delta's default is a week: 600k entries
+  in every checkpoint of a table written every second).
 
 The change log is folded by the applier every ``fold_every`` applied micro-batches
 (``ChangeLog.fold``: its per-batch files into partitions by table and date, merged ``fold_fanout``
@@ -42,6 +48,8 @@ class Maintenance:
     checkpoint_every: int = 50
     vacuum_every: int = 500
     retention_hours: int = 24
+    log_retention_hours: int = 1
+    file_mb: int = 8
     fold_every: int = 100
     fold_fanout: int = 10
     fold_target_mb: int = 128
@@ -69,14 +77,17 @@ class Maintenance:
         dt = table.delta()
         for what in due:
             if what == "compact":
-                dt.optimize.compact()
+                dt.optimize.compact(target_size=self.file_mb << 20)
             elif what == "checkpoint":
                 dt.create_checkpoint()
-                self._log_retention(name, dt)
-                dt.cleanup_metadata()
+                self._retention(name, dt)
             else:
+                dt.cleanup_metadata()
                 dt.vacuum(
-                    retention_hours=int(self.retention_hours), enforce_retention_duration=False, dry_run=False
+                    retention_hours=int(self.retention_hours),
+                    enforce_retention_duration=False,
+                    dry_run=False,
+                    full=True,  # files whose removal a checkpoint no longer lists too
                 )
             self._count(what)
         table.reload()  # compaction replaced files
@@ -92,10 +103,13 @@ class Maintenance:
 
     def table_properties(self) -> dict[str, str]:
         """What a new current-state table is created with."""
-        return {"delta.logRetentionDuration": f"interval {int(self.retention_hours)} hours"}
+        return {
+            "delta.logRetentionDuration": f"interval {int(self.log_retention_hours)} hours",
+            "delta.deletedFileRetentionDuration": f"interval {int(self.retention_hours)} hours",
+        }
 
-    def _log_retention(self, name: str, dt: Any) -> None:
-        """Set the log retention of a table created without it (once a process, if it differs)."""
+    def _retention(self, name: str, dt: Any) -> None:
+        """Set the retentions of a table created without them (once a process, if they differ)."""
         if name in self._retention_set:
             return
         want = self.table_properties()
