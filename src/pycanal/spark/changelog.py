@@ -1,12 +1,31 @@
-"""The change-log table: every change row, append-only Parquet, partitioned by table and date.
+"""The change log: every change row, append-only Parquet, a file per micro-batch folded by table and date.
 
-Layout under ``<target>/changelog``: ``table_name=<db>.<table>/date=<YYYY-MM-DD>/part-<batch>-<n>.parquet``
-(Hive-style, values URI-escaped; ``table_name`` is just ``<db>`` for database statements). A
-micro-batch's files are named by its batch id, so a replay of a batch that crashed before its
-commit rewrites the same names. ``_pycanal_commits/<batch>.json`` is the batch's commit marker,
-written atomically after its files are durable: it lists them, and its presence makes a replay
-of the batch a no-op. Readers take the file list from the markers (``change_log_files``), so
-files of an uncommitted attempt are never read.
+Layout under ``<target>/changelog``:
+
+    _pycanal_batches/<batch>.parquet          a micro-batch's rows, every table, in position order
+    _pycanal_commits/<batch>.json             its commit marker: its files and rows
+    table_name=<db>.<table>/date=<day>/part-<first>-<last>.parquet   folded batches first..last
+    _pycanal_manifest/<batch>.json            the fold through <batch>: its live files, rows, and
+                                              per table the source time of its last change
+    _pycanal_manifest/retired-<batch>.json    the files that fold replaced
+
+A micro-batch is one file whatever the number of tables it touches (creating a file costs more
+CPU than writing a small one). Its name comes from the batch id, so a replay of a batch that
+crashed before its commit rewrites it; the marker is written atomically once the file is
+durable, and its presence makes a replay a no-op.
+
+``fold`` (the applier runs it every ``Maintenance.fold_every`` applied batches) moves committed
+batches into Hive-style partitions (values URI-escaped; ``table_name`` is just ``<db>`` for
+database statements): a file per partition for the batches folded together; when a partition
+ends in ``fanout`` files of one level whose total is under ``target_bytes``, they are merged into
+one of the next level, so a partition keeps at most ``fanout`` files a level. The manifest,
+written atomically, is the fold's commit; the folded markers are deleted after it, and the files
+it replaced are deleted by the first fold ``retention_seconds`` later (a reader holding an older
+list reads them until then). A fold cut short left an intent naming its last batch: the next
+fold redoes exactly that one (same batches, same file names) before anything else.
+
+Readers take the newest manifest and the markers of the later batches (``change_log_files``):
+files of an uncommitted attempt or an unfinished fold are never read.
 """
 
 from __future__ import annotations
