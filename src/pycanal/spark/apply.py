@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 
 from pycanal.parse.meta import SchemaModel
 
-from .changelog import ChangeLog, batch_ids, write_atomic
+from .changelog import ChangeLog, batch_ids, last_change_times, write_atomic
 from .cow import Contents
 from .current import APP_ID, ApplyError, BatchRows, CurrentState
 from .maintenance import Maintenance
@@ -223,9 +223,7 @@ class ChangeApplier:
     def _raise_failure(self) -> None:
         """Raise the error of a background apply that failed (the next call starts with catch_up),
         or of a fold of the change log."""
-        if self._folding is not None and self._folding.done():
-            folding, self._folding = self._folding, None
-            folding.result()
+        self._fold_result(wait=False)
         failed, self._failed = self._failed, None
         if failed is not None:
             self._caught_up = False
@@ -244,10 +242,15 @@ class ChangeApplier:
                 self._failed = None
                 self._caught_up = False
                 raise
-        if self._folding is not None:  # started by the apply that just ended, if any
-            folding, self._folding = self._folding, None
-            folding.result()
+        self._fold_result(wait=True)  # started by the apply that just ended, if any
         self._raise_failure()
+
+    def _fold_result(self, wait: bool) -> None:
+        """Take the fold's outcome (raise its error) once it is done, or ``wait`` for it."""
+        folding = self._folding
+        if folding is not None and (wait or folding.done()):
+            self._folding = None
+            folding.result()
 
     def catch_up(self) -> None:
         """Apply the change log's committed batches the current state does not have yet: first
@@ -410,17 +413,8 @@ def _times(table: pa.Table) -> dict[str, Any]:
     each table it touched: how far behind the source the current state is, per table."""
     if not table.num_rows:
         return {}
-    ts = pc.cast(table.column("ts"), pa.int64())
-    per = pa.table({"d": table.column("database"), "t": table.column("table"), "ts": ts})
-    per = per.filter(pc.is_valid(per["t"])).group_by(["d", "t"], use_threads=False).aggregate([("ts", "max")])
-    top = pc.max(ts).as_py()
-    return {
-        "source_time": top / 1e6 if top is not None else None,
-        "tables": {
-            f"{d}.{t}": v / 1e6
-            for d, t, v in zip(*(per[c].to_pylist() for c in ("d", "t", "ts_max")), strict=True)
-        },
-    }
+    top = pc.max(pc.cast(table.column("ts"), pa.int64())).as_py()  # microseconds
+    return {"source_time": top / 1e6 if top is not None else None, "tables": last_change_times(table)}
 
 
 def last_applied(target_dir: str | Path) -> dict[str, Any] | None:

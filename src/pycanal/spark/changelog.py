@@ -49,6 +49,7 @@ __all__ = [
     "ChangeLog",
     "batch_ids",
     "change_log_files",
+    "last_change_times",
     "read_change_log",
     "write_atomic",
 ]
@@ -312,8 +313,8 @@ class ChangeLog:
                 retiring += [f"{key}/{e[0]}" for e in run]
                 written += 1
         tables = dict(m["tables"])
-        if rows is not None:
-            tables.update(_last_times(rows, tables))
+        for name, at in (last_change_times(rows) if rows is not None else {}).items():
+            tables[name] = max(at, tables.get(name, at))
         record = {
             "through": hi,
             "rows": m["rows"] + (rows.num_rows if rows is not None else 0),
@@ -365,18 +366,17 @@ class ChangeLog:
                 path.unlink()
 
 
-def _last_times(rows: pa.Table, known: dict[str, float]) -> dict[str, float]:
-    """Per ``database.table``, the source time (epoch s) of its last change in ``rows``, where
-    later than ``known``."""
+def last_change_times(rows: pa.Table) -> dict[str, float]:
+    """Per ``database.table`` in ``rows`` (change rows): the source's commit time (epoch s) of
+    its last change."""
     ts = pc.cast(rows.column("ts"), pa.int64())
     per = pa.table({"d": rows.column("database"), "t": rows.column("table"), "ts": ts})
     per = per.filter(pc.is_valid(per["t"])).group_by(["d", "t"], use_threads=False).aggregate([("ts", "max")])
-    out = {}
-    for d, t, v in zip(*(per[c].to_pylist() for c in ("d", "t", "ts_max")), strict=True):
-        name = f"{d}.{t}"
-        if v is not None and v / 1e6 > known.get(name, float("-inf")):
-            out[name] = v / 1e6
-    return out
+    return {
+        f"{d}.{t}": v / 1e6
+        for d, t, v in zip(*(per[c].to_pylist() for c in ("d", "t", "ts_max")), strict=True)
+        if v is not None
+    }
 
 
 def change_log_files(target_dir: str | Path) -> list[str]:
