@@ -147,7 +147,7 @@ def rows_equal(db: PrivateMariaDB, lake: Path, table: str) -> str | None:
         columns = [d[0] for d in cur.description]
         source = sorted(json.dumps([normalize(v) for v in r], default=str) for r in cur.fetchall())
     path = table_path(lake, DB, table)
-    if not path.exists():
+    if not DeltaTable.is_deltatable(str(path)):  # the directory comes before its first log entry
         return "no current-state table yet"
     target_rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
     target = sorted(json.dumps([normalize(r[c]) for c in columns], default=str) for r in target_rows)
