@@ -18,7 +18,8 @@ pipeline first (checked: every table equals its source). Then:
    last marker is visible and every table equals its source. python-mysql-replication decodes
    the backlog's binlog file in the same run: the peer's rows/s.
 
-``--minutes M`` (soak) writes at ``--soak-rate`` for M minutes on the first table count and
+``--minutes M`` (soak) writes at ``--soak-rate`` (``--soak-mix``: the shares of INSERT, UPDATE and
+DELETE, 60,30,10; 0,100,0 keeps the tables' sizes) for M minutes on the first table count and
 prints per minute: Spark's addBatch (median/max), the background apply's rounds (median
 seconds, micro-batches per round), the lag p99, the Parquet files under current/ and
 changelog/ (on disk) and the change log's live files (what a reader lists), ``lake1``'s log
@@ -28,6 +29,11 @@ One JSON object goes to stdout, progress to stderr.
 
     .venv/bin/python bench/lake.py [--tables 200,20,2] [--rates 500,1000,2000,5000] [--seconds 20]
         [--backlog-rate 1500] [--backlog-seconds 30] [--rows 1000] [--minutes 0] [--skip-pmr]
+        [--apply-share 1.0] [--dir DIR]
+
+The JSON's ``machine.file_create_us`` is the CPU a file creation takes in ``--dir``: each write
+of a current-state table creates two files, so it weighs on the apply (640 us in this machine's
+/tmp, 15 us in its /var/tmp: docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -157,11 +164,18 @@ class Marker:
 
 
 def lua(
-    db: PrivateMariaDB, schema: str, tables: int, rows: int, rate: int, seconds: float, base: int
+    db: PrivateMariaDB,
+    schema: str,
+    tables: int,
+    rows: int,
+    rate: int,
+    seconds: float,
+    base: int,
+    mix: str = "60,30,10",
 ) -> dict[str, Any]:
     cmd = ["sysbench", str(LUA), "--db-driver=mysql", f"--mysql-socket={db.socket}", "--mysql-user=root",
            f"--mysql-db={schema}", f"--tables={tables}", f"--rows={rows}", f"--base={base}", "--threads=4",
-           f"--rate={rate}", f"--time={int(seconds)}", "--events=0", "run"]  # fmt: skip
+           f"--rate={rate}", f"--time={int(seconds)}", "--events=0", f"--mix={mix}", "run"]  # fmt: skip
     t0 = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -171,33 +185,35 @@ def lua(
     return {"transactions": int(m.group(1)), "txn_per_s": round(float(m.group(2))), "wall_s": round(wall, 2)}
 
 
-def equal(db: PrivateMariaDB, schema: str, lake: Path, tables: int) -> list[str]:
-    """The tables whose (rows, sum of v) differ between the lake and the source."""
+def equal(db: PrivateMariaDB, schema: str, lake: Path, names: list[str]) -> list[str]:
+    """The tables of ``names`` whose (rows, sum of v) differ between the lake and the source."""
     from deltalake import DeltaTable
 
     bad = []
-    for i in range(1, tables + 1):
-        ((count, vsum),) = db.query(f"SELECT COUNT(*), COALESCE(SUM(v), 0) FROM `{schema}`.`lake{i}`")
+    for name in names:
+        ((count, vsum),) = db.query(f"SELECT COUNT(*), COALESCE(SUM(v), 0) FROM `{schema}`.`{name}`")
         try:
-            data = DeltaTable(str(table_path(lake, schema, f"lake{i}"))).to_pyarrow_table(columns=["v"])
+            data = DeltaTable(str(table_path(lake, schema, name))).to_pyarrow_table(columns=["v"])
             got = (data.num_rows, sum(v for v in data.column("v").to_pylist() if v is not None))
-        except Exception as exc:  # noqa: BLE001 - not there yet
-            got = (None, str(exc)[:60])
+        except Exception:  # noqa: BLE001 - not there yet
+            got = None
         if got != (count, int(vsum)):
-            bad.append(f"lake{i}: lake {got}, source {(count, int(vsum))}")
+            bad.append(name)
     return bad
 
 
 def wait_equal(db: PrivateMariaDB, schema: str, lake: Path, tables: int, timeout: float) -> float:
-    """Wait until every table equals its source; the time it was seen (epoch s)."""
+    """Wait until every table equals its source (the writer has stopped: a table found equal
+    stays so, and only the others are read again); the time it was seen (epoch s)."""
     deadline = time.monotonic() + timeout
+    bad = [f"lake{i}" for i in range(1, tables + 1)]
     while True:
-        bad = equal(db, schema, lake, tables)
+        bad = equal(db, schema, lake, bad)
         if not bad:
             return time.time()
         if time.monotonic() > deadline:
             raise RuntimeError(f"{len(bad)} tables differ after {timeout} s: {bad[:3]}")
-        time.sleep(0.5)
+        time.sleep(0.2)
 
 
 def batch_stats(pipeline: Pipeline, since: float) -> dict[str, Any]:
@@ -254,6 +270,7 @@ def run_tables(
     pipeline: Pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", destination="bench",
                                         trigger=args.trigger, batch_size=args.batch_size,
                                         apply_threads=args.apply_threads, stage=not args.no_stage,
+                                        apply_share=args.apply_share, apply_on=args.apply_on,
                                         maintenance=Maintenance(compact_every=args.compact_every,
                                                                 checkpoint_every=args.compact_every))  # fmt: skip
     marker = Marker(db, schema, lake)
@@ -338,7 +355,8 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
         marker.writing.set()
         since = int(time.time() * 1000)
         # ids of a minute: 400M + 40M per minute + 10M per writer thread (INT holds 45 minutes)
-        res = lua(db, schema, tables, args.rows, args.soak_rate, 60, 400_000_000 + minute * 40_000_000)
+        res = lua(db, schema, tables, args.rows, args.soak_rate, 60, 400_000_000 + minute * 40_000_000,
+                  args.soak_mix)  # fmt: skip
         lags = marker.lags(since, int(time.time() * 1000))
         queries = []
         for _ in range(5):  # a query right after a checkpoint or before one differs: the median of 5
@@ -359,6 +377,19 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
     return minutes
 
 
+def file_create_us(where: Path, n: int = 200) -> float:
+    """CPU microseconds to create a file in a new directory under ``where``: a current-state
+    table's write creates two (its data file and the log entry's temporary file), and the cost
+    differs by machine and directory (640 us in this machine's /tmp, 15 us in /var/tmp)."""
+    d = Path(tempfile.mkdtemp(dir=where))
+    started = time.process_time()
+    for i in range(n):
+        (d / f"f{i}").touch()
+    took = time.process_time() - started
+    shutil.rmtree(d)
+    return took / n * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tables", default="200,20,2", help="table counts, comma-separated")
@@ -370,12 +401,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trigger", default="1 second", help="the query's processing-time trigger")
     ap.add_argument("--minutes", type=int, default=0, help="soak: minutes at --soak-rate (first table count)")
     ap.add_argument("--soak-rate", type=int, default=1000)
+    ap.add_argument("--soak-mix", default="60,30,10", help="soak: percent INSERT,UPDATE,DELETE")
     ap.add_argument("--no-stage", action="store_true", help="change rows through Spark, not the stage")
     ap.add_argument("--batch-size", type=int, help="the source's batchSize (entries per micro-batch)")
     ap.add_argument("--apply-threads", type=int, default=4, help="current-state tables MERGEd at once")
+    ap.add_argument(
+        "--apply-share",
+        type=float,
+        default=1.0,
+        help="the share of the time the apply may take (1: no pause)",
+    )
+    ap.add_argument("--apply-on", choices=("driver", "executors"), default="driver")
     ap.add_argument("--compact-every", type=int, default=Maintenance().compact_every,
                     help="MERGEs into a table between compactions (and checkpoints)")  # fmt: skip
     ap.add_argument("--skip-pmr", action="store_true")
+    ap.add_argument("--dir", help="where the lake, Spark's files and MariaDB go (default: the temp dir)")
     args = ap.parse_args(argv)
     args.rates = [int(x) for x in args.rates.split(",") if x]
     counts = [int(x) for x in args.tables.split(",") if x]
@@ -383,8 +423,15 @@ def main(argv: list[str] | None = None) -> int:
         counts = counts[:1]
     load_start = os.getloadavg()
     result: dict[str, Any] = {"runs": []}
-    with contextlib.redirect_stdout(sys.stderr), tempfile.TemporaryDirectory(prefix="pycanal-lake-") as tmp:
-        db = PrivateMariaDB(extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M"])
+    with (
+        contextlib.redirect_stdout(sys.stderr),
+        tempfile.TemporaryDirectory("", "pycanal-lake-", args.dir) as tmp,
+    ):
+        create_us = file_create_us(Path(tmp))
+        log(f"creating a file in {tmp}: {create_us:.0f} us of CPU")
+        db = PrivateMariaDB(
+            extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M"], base_dir=tmp
+        )
         with db:
             log(f"MariaDB {db.version} on port {db.port}")
             spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-lake-bench")
@@ -394,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 spark.stop()
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                         "load_avg_at_start": [round(x, 2) for x in load_start]}  # fmt: skip
+                         "load_avg_at_start": [round(x, 2) for x in load_start],
+                         "file_create_us": round(create_us)}  # fmt: skip
     print(json.dumps(result, indent=2))
     return 0
 

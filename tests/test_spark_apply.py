@@ -360,6 +360,42 @@ def test_a_full_queue_holds_the_next_batch(tmp_path: Path, monkeypatch: pytest.M
     assert applies[0] == [0] and sum(applies, []) == [0, 1, 2, 3]
 
 
+def test_apply_share_spaces_rounds_and_wait_cuts_the_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``apply_share``: after a round of A seconds the next starts no sooner than A / share after
+    the round's start (batches committed meanwhile are applied together); ``wait()`` starts the
+    waiting round at once."""
+    real_apply, starts = ChangeApplier._apply, []
+
+    def slow_apply(self: ChangeApplier, tables: list[pa.Table], ids: list[int]) -> None:
+        starts.append((time.monotonic(), ids))
+        time.sleep(0.3)
+        real_apply(self, tables, ids)
+
+    monkeypatch.setattr(ChangeApplier, "_apply", slow_apply)
+    applier = ChangeApplier(tmp_path, schema_ddl=SHOP, background=True, apply_share=0.25)
+    applier(arrow_rows([row("INSERT", 100, None, item(b"a", 0, "x"))]), 0)
+    while not starts:
+        time.sleep(0.01)
+    for b in (1, 2):  # committed during round 0 and its pause
+        applier(arrow_rows([row("INSERT", 100 + b, None, item(b"a", b, "x"))]), b)
+    settle(applier)
+    assert [ids for _, ids in starts] == [[0], [1, 2]]
+    assert starts[1][0] - starts[0][0] >= 0.3 / 0.25  # round 0 took >= 0.3 s
+    applier(arrow_rows([row("INSERT", 200, None, item(b"b", 1, "y"))]), 3)
+    while len(starts) < 3:
+        time.sleep(0.01)
+    applier(arrow_rows([row("INSERT", 201, None, item(b"b", 2, "y"))]), 4)
+    called = time.monotonic()
+    applier.wait()  # round 3's pause is >= 1.2 s; the wait ends it
+    assert [ids for _, ids in starts] == [[0], [1, 2], [3], [4]]
+    assert starts[3][0] - called < 0.9
+    assert applied_batch_ids(tmp_path) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="apply_share"):
+        ChangeApplier(tmp_path, apply_share=0)
+
+
 def test_a_crash_inside_a_joint_apply_is_redone_with_the_same_batches(
     all_types: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -662,6 +698,67 @@ def test_rows_of_a_table_the_model_does_not_know(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- through Spark
+def test_executors_write_the_tables_as_the_driver_does(
+    spark: Any,  # noqa: F811 - the fixture
+    mariadb: PrivateMariaDB,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``apply_on="executors"``: Spark tasks write the tables (the driver's own writes are made
+    to fail), through DDL (a table dropped and created again with another key, which an executor
+    must not write with what it kept of the old one): the tables equal the driver's; an error in
+    a task comes back as the driver's error, with the table and position."""
+    from pycanal.spark.current import CurrentState
+
+    db = unique("spark_exec")
+    mariadb.execute(f"CREATE DATABASE `{db}`")
+    statements = [
+        "CREATE TABLE p (id INT PRIMARY KEY, a VARCHAR(10), b INT)",
+        "CREATE TABLE again (id INT PRIMARY KEY, v INT)",
+        *[f"INSERT INTO p VALUES ({i}, 'p{i}', {i})" for i in range(1, 30)],
+        *[f"INSERT INTO again VALUES ({i}, {i})" for i in range(1, 30)],
+        "UPDATE p SET b = b + 1 WHERE id < 10",
+        "ALTER TABLE p ADD COLUMN c INT NOT NULL DEFAULT 7, DROP COLUMN a",
+        "UPDATE p SET c = id WHERE id > 20",
+        "DELETE FROM again WHERE id > 25",
+        "DROP TABLE again",
+        "CREATE TABLE again (k VARCHAR(4) PRIMARY KEY, v INT)",
+        *[f"INSERT INTO again VALUES ('k{i}', {i})" for i in range(1, 20)],
+        "DELETE FROM p WHERE id = 5",
+    ]
+
+    def run() -> None:
+        with mariadb.root_connection(db) as conn, conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+
+    rows = capture(mariadb, run).rows(f"{db}\\..*")
+    apply_in_batches(tmp_path / "driver", rows, 5)
+    table = arrow_rows(rows)
+
+    def not_here(*args: Any) -> None:
+        raise AssertionError("a table written by the driver")
+
+    monkeypatch.setattr(CurrentState, "_merge", not_here)
+    applier = ChangeApplier(tmp_path / "exec", apply_on="executors", background=True)
+    bounds = [len(rows) * k // 5 for k in range(6)]
+    for batch_id, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        applier(spark.createDataFrame(table.slice(lo, hi - lo)), batch_id)
+    applier.wait()
+    for name, key in (("p", "id"), ("again", "k")):
+        assert current_rows(tmp_path / "exec", db, name, key) == current_rows(
+            tmp_path / "driver", db, name, key
+        )
+    assert current_rows(tmp_path / "exec", db, "p")[0] == ["id", "b", "c"]
+
+    bad = ChangeApplier(tmp_path / "bad", schema_ddl=SHOP, apply_on="executors")
+    image = {k: v for k, v in item(b"a", 1, "x").items() if k != "name"}  # binlog_row_image=MINIMAL
+    with pytest.raises(
+        ApplyError, match=r"shop\.item at mysql-bin\.000007:100: the after image has 2 of the 3"
+    ):
+        bad(spark.createDataFrame(arrow_rows([row("INSERT", 100, None, image)])), 0)
+
+
 def test_binlog_source_into_apply_changes_read_by_spark(
     spark: Any,  # noqa: F811 - the fixture
     mariadb: PrivateMariaDB,

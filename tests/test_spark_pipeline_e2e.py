@@ -1,6 +1,7 @@
 """Issue 6's end-to-end test: a random shop workload with DDL streams from the private MariaDB
 through a pycanal server into the lake (``python -m pycanal.spark.job``, its own driver process,
-restarted as ``pycanal pipeline``), on ``local[*]`` and on a Spark standalone cluster;
+restarted as ``pycanal pipeline``), on ``local[*]`` and on a Spark standalone cluster (where
+the executors write the current-state tables);
 the driver is SIGKILLed mid-stream (its whole process group: Python, JVM, workers) and started
 again from its checkpoint. At the end every table equals its source value by value, and the
 change log holds every row change of the binlog exactly once."""
@@ -40,7 +41,8 @@ def db() -> Iterator[PrivateMariaDB]:
 
 
 def start_job(lake: Path, port: int, log: Path, master: str, cli: bool = False) -> subprocess.Popen:
-    """The job as ``python -m pycanal.spark.job``, or (``cli``) as ``pycanal pipeline``."""
+    """The job as ``python -m pycanal.spark.job``, or (``cli``) as ``pycanal pipeline``; on a
+    cluster the executors write the current-state tables (``--apply-on executors``)."""
     command = ["pycanal.cli", "pipeline", "--progress", "1"] if cli else ["pycanal.spark.job"]
     with log.open("ab") as out:
         return subprocess.Popen(
@@ -56,6 +58,8 @@ def start_job(lake: Path, port: int, log: Path, master: str, cli: bool = False) 
                 "500 milliseconds",
                 "--master",
                 master,
+                "--apply-on",
+                "driver" if master.startswith("local") else "executors",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,

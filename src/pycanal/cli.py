@@ -307,6 +307,13 @@ def pipeline(
     ] = "local[*]",
     trigger: Annotated[str, typer.Option("--trigger", help="Micro-batch trigger interval.")] = "1 second",
     apply_threads: Annotated[int, typer.Option("--apply-threads", help="Tables written at once.")] = 4,
+    apply_on: Annotated[
+        str, typer.Option("--apply-on", help="Where the tables are written: driver or executors.")
+    ] = "driver",
+    apply_share: Annotated[
+        float,
+        typer.Option("--apply-share", help="The share of the time the tables' apply may take (1: no pause)."),
+    ] = 1.0,
     cache_mb: Annotated[
         int, typer.Option("--cache-mb", help="Rows of recently written table files kept in memory (MB).")
     ] = 256,
@@ -335,6 +342,9 @@ def pipeline(
     if not address and not zk_servers:
         typer.echo("pycanal: error: give --address or --zk-servers", err=True)
         raise typer.Exit(2)
+    if apply_on not in ("driver", "executors"):
+        typer.echo("pycanal: error: --apply-on is driver or executors", err=True)
+        raise typer.Exit(2)
     if snapshot not in ("never", "initial") or (snapshot == "initial" and not source):
         typer.echo(
             "pycanal: error: --snapshot is never or initial; initial needs --source HOST:PORT", err=True
@@ -351,6 +361,8 @@ def pipeline(
         filter=filter_regex,
         trigger=trigger,
         apply_threads=apply_threads,
+        apply_share=apply_share,
+        apply_on=apply_on,
         cache_mb=cache_mb,
         snapshot=snapshot,
         source=source,

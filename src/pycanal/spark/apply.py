@@ -38,8 +38,10 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,7 @@ from pycanal.parse.meta import SchemaModel
 from .changelog import ChangeLog, batch_ids, last_change_times, write_atomic
 from .cow import Contents
 from .current import APP_ID, ApplyError, BatchRows, CurrentState
+from .executors import run_in_executors
 from .maintenance import Maintenance
 from .rows import ARROW_SCHEMA
 from .schema import model_at, model_from_ddl
@@ -115,7 +118,12 @@ class ChangeApplier:
     micro-batch is not read back.
     ``maintenance``: compaction, checkpoints and vacuum of the current-state tables
     (``pycanal.spark.maintenance``; on by default). ``max_queued``: committed batches that may
-    wait for a running background apply.
+    wait for a running background apply. ``apply_share``: the share of the time the background
+    apply may take: a round that took A seconds is followed by the next no sooner than A /
+    ``apply_share`` seconds after its start (or once ``max_queued`` batches wait), so that a round's
+    fixed cost per table is shared by more batches as rounds grow; small rounds barely wait.
+    ``apply_on``: ``"driver"`` (threads of this process) or ``"executors"`` (Spark tasks write the
+    tables, ``pycanal.spark.executors``; the micro-batches must be Spark DataFrames).
     """
 
     def __init__(
@@ -132,11 +140,17 @@ class ChangeApplier:
         maintenance: Maintenance | None = None,
         max_queued: int = 16,
         cache_bytes: int = 256 << 20,
+        apply_share: float = 1.0,
+        apply_on: str = "driver",
     ) -> None:
         if sum(x is not None for x in (schema, schema_ddl, schema_history)) > 1:
             raise ValueError("give at most one of schema, schema_ddl and schema_history")
         if zero_dates not in ("error", "null"):
             raise ValueError(f"zero_dates must be 'error' or 'null', not {zero_dates!r}")
+        if apply_on not in ("driver", "executors"):
+            raise ValueError(f"apply_on must be 'driver' or 'executors', not {apply_on!r}")
+        if not 0 < apply_share <= 1:
+            raise ValueError(f"apply_share must be in (0, 1], not {apply_share!r}")
         self.root = Path(target_dir)
         self.schema, self.schema_ddl, self.schema_history = schema, schema_ddl, schema_history
         self.zero_dates = zero_dates
@@ -148,6 +162,11 @@ class ChangeApplier:
         self._models: dict[int, tuple[SchemaModel, dict[str, list]]] = {}  # and the snapshot's declarations
         self._state = self.root / "_pycanal"
         self.max_queued = max_queued
+        self.apply_share = apply_share
+        self.apply_on = apply_on
+        self._spark: Any = None  # the micro-batches' session (apply_on="executors")
+        self._epoch = uuid.uuid4().hex  # the tables' state as executors may keep it (see CurrentState)
+        self._hurry = False  # wait() is waiting: no pause between rounds
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-apply") if background else None
         self._pending: Future[None] | None = None  # the background apply loop, while it runs
         self._queue: list[tuple[pa.Table, int]] = []  # committed batches it has not taken yet
@@ -167,6 +186,7 @@ class ChangeApplier:
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         batch_id = int(batch_id)
+        self._spark = self._spark or getattr(batch, "sparkSession", None)
         changelog = ChangeLog(self.root)
         if not self._caught_up:
             self.catch_up()
@@ -199,26 +219,35 @@ class ChangeApplier:
             self._queue.append((table, batch_id))
             if self._pending is None:
                 self._pending = self._pool.submit(self._drain)
+            self._cond.notify_all()
 
     def _drain(self) -> None:
-        """The background apply loop: everything queued, as one apply, until nothing is."""
+        """The background apply loop: everything queued, as one apply, until nothing is; after a
+        round, a pause that keeps the apply's share of the time at ``apply_share``."""
+        earliest = 0.0  # monotonic time the next round may start
         while True:
             with self._cond:
+                self._cond.wait_for(
+                    lambda: self._hurry or len(self._queue) >= self.max_queued,
+                    timeout=max(0.0, earliest - time.monotonic()),
+                )
                 items, self._queue = self._queue, []
                 if not items:
-                    self._pending = None
+                    self._pending, self._hurry = None, False
                     self._cond.notify_all()
                     return
                 self._cond.notify_all()
+            started = time.monotonic()
             try:
                 self._apply([t for t, _ in items], [b for _, b in items])
             except BaseException:
                 with self._cond:
                     self._queue.clear()  # in the change log: catch_up applies them again
                     self._pending, failed = None, self._pending
-                    self._failed = failed
+                    self._failed, self._hurry = failed, False
                     self._cond.notify_all()
                 raise
+            earliest = started + (time.monotonic() - started) / self.apply_share
 
     def _raise_failure(self) -> None:
         """Raise the error of a background apply that failed (the next call starts with catch_up),
@@ -235,6 +264,9 @@ class ChangeApplier:
         tries those batches again)."""
         with self._cond:
             pending = self._pending
+            if pending is not None:
+                self._hurry = True
+                self._cond.notify_all()
         if pending is not None:
             try:
                 pending.result()
@@ -302,8 +334,13 @@ class ChangeApplier:
                 contents=self._contents,
                 maintenance=self.maintenance,
                 declared=declared,
+                executors=self._executors(),
+                epoch=self._epoch,
             )
-            state.apply(rows)
+            try:
+                state.apply(rows)
+            finally:
+                self._epoch = state.epoch
             warnings = state.warnings
             if schema_batch is None or "DDL" in rows.op:
                 saved = {**model.to_json(), "snapshot_declared": declared}
@@ -320,6 +357,13 @@ class ChangeApplier:
         self._schema_batch = schema_batch
         self.rounds.append((time.time(), time.monotonic() - started, len(ids), table.num_rows))
         self._fold_if_due(batch_id)
+
+    def _executors(self) -> Any:
+        if self.apply_on == "driver":
+            return None
+        if self._spark is None:
+            raise ValueError("apply_on='executors' needs the micro-batches as Spark DataFrames")
+        return partial(run_in_executors, self._spark)
 
     # ------------------------------------------------------------------ the change log's fold
     def _fold_if_due(self, applied: int) -> None:

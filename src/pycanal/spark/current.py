@@ -54,6 +54,7 @@ from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 from pycanal.parse.position import binlog_file_order
 
 from .cow import CONTENTS, Contents, KeyedTable
+from .executors import MergeContext, MergeWork
 from .maintenance import Maintenance
 from .rows import SNAPSHOT_DDL
 from .types import (
@@ -260,7 +261,9 @@ class CurrentState:
     ``threads``: MERGEs of different tables run at once. ``tables``: the open tables by path, kept
     from batch to batch (a table's log is not read again; any DDL empties it); ``contents``: the
     rows of written files kept in memory (default the process's ``cow.CONTENTS``). ``maintenance``:
-    the upkeep after each MERGE.
+    the upkeep after each MERGE. ``executors``: writes the tables of a step group elsewhere
+    (``executors.run_in_executors`` with its Spark session bound); ``epoch`` names the tables'
+    state for them and changes with every DDL statement.
     """
 
     def __init__(
@@ -278,8 +281,12 @@ class CurrentState:
         contents: Contents | None = None,
         maintenance: Maintenance | None = None,
         declared: dict[str, list] | None = None,
+        executors: Callable[[MergeContext, list[MergeWork]], tuple[list[str | None], dict[str, int]]]
+        | None = None,
+        epoch: str = "",
     ) -> None:
         self.root = Path(target_dir)
+        self.executors, self.epoch = executors, epoch
         # "db.table" -> [file, offset] of the snapshot's CREATE TABLE (SNAPSHOT_DDL): the schema
         # there; the stream's changes before it are in the snapshot's chunks (read after it)
         self.declared = declared if declared is not None else {}
@@ -378,7 +385,9 @@ class CurrentState:
                 todo.append((database, table, idx, rows, step))
         if not todo:
             return
-        if self.threads <= 1 or len(todo) == 1:
+        if self.executors is not None:
+            self._in_executors(todo)
+        elif self.threads <= 1 or len(todo) == 1:
             for args in todo:
                 self._merge(*args)
         else:
@@ -387,6 +396,33 @@ class CurrentState:
             for future in futures:  # the first failure in step order
                 future.result()
         self.on_step(todo[-1][-1])
+
+    def _in_executors(self, todo: list[tuple[str, str, pa.Array, BatchRows, int]]) -> None:
+        """The group's writes by ``self.executors``; the first error in step order is raised."""
+        works = []
+        for database, table, idx, rows, step in todo:
+            i = idx[0].as_py()
+            t = self._table(database, table, f"first at {rows.file[i]}:{rows.offset[i]}")
+            works.append(MergeWork(database, table, step, t, rows.columns.table.take(idx)))
+        context = MergeContext(
+            str(self.root), self.batch_id, self.app_id, self.zero_dates, self.model.lower_case_table_names,
+            self.maintenance.settings() if self.maintenance is not None else None, self.epoch, self.threads,
+        )  # fmt: skip
+        errors, done = self.executors(context, works)
+        if self.maintenance is not None:
+            for what, n in done.items():
+                self.maintenance.done[what] += n
+        for error in errors:
+            if error is not None:
+                kind, _, message = error.partition(": ")
+                raise (
+                    ApplyError(message) if kind == "ApplyError" else RuntimeError(f"in an executor: {error}")
+                )
+
+    def write_rows(self, database: str, table: str, rows: pa.Table, step: int) -> None:
+        """Step ``step``: ``rows`` (change rows of ``database.table``, binlog order) into its
+        current-state table (an executor's part of ``_flush``)."""
+        self._merge(database, table, _arange(rows.num_rows), BatchRows(rows), step)
 
     # ------------------------------------------------------------------ merge
     def _table(self, database: str, table: str, where: str) -> Table:
@@ -617,6 +653,7 @@ class CurrentState:
             self.warnings.append(f"DDL at {where} not followed ({exc}): {sql[:200]!r}")
             return
         self.tables.clear()  # the statement may replace, move or retire tables
+        self.epoch = f"{self.epoch.partition('@')[0]}@{self.batch_id}.{self.step}"  # executors' too
         if self.maintenance is not None:
             self.maintenance.forget()
         before = self.model.copy()

@@ -88,6 +88,8 @@ def start_pipeline(
     batch_size: int | None = None,
     batch_bytes: int | None = None,
     apply_threads: int = 4,
+    apply_share: float = 1.0,
+    apply_on: str = "driver",
     maintenance: Maintenance | None = None,
     cache_mb: int = 256,
     stage: bool = True,
@@ -100,7 +102,9 @@ def start_pipeline(
 ) -> Pipeline:
     """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
     ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
-    written at once; ``maintenance``: their upkeep, default ``Maintenance()``; ``cache_mb``: rows
+    written at once; ``apply_share``: the share of the time their apply may take and ``apply_on`` where it runs
+    (``"driver"`` or ``"executors"``, ``ChangeApplier``);
+    ``maintenance``: their upkeep, default ``Maintenance()``; ``cache_mb``: rows
     of their recently written files kept in the driver's memory; ``stage``: the executors hand
     the rows to the driver as files in the lake's stage, not through Spark; ``snapshot``
     ``"initial"``: the existing rows of the filter's tables first, read from ``source``
@@ -131,7 +135,7 @@ def start_pipeline(
             reader = reader.option("snapshotParallelism", str(snapshot_parallelism))
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,
-        cache_bytes=cache_mb << 20,
+        cache_bytes=cache_mb << 20, apply_share=apply_share, apply_on=apply_on,
     )  # fmt: skip
     query = (
         reader.load()
@@ -246,6 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--apply-threads", type=int, default=4, help="current-state tables written at once")
     ap.add_argument(
+        "--apply-on", choices=("driver", "executors"), default="driver", help="where the tables are written"
+    )
+    ap.add_argument(
+        "--apply-share",
+        type=float,
+        default=1.0,
+        help="the share of the time the tables' apply may take (1: no pause)",
+    )
+    ap.add_argument(
         "--cache-mb", type=int, default=256, help="rows of recently written table files kept in memory (MB)"
     )
     ap.add_argument(
@@ -275,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         filter=args.filter,
         trigger=args.trigger,
         apply_threads=args.apply_threads,
+        apply_share=args.apply_share,
+        apply_on=args.apply_on,
         cache_mb=args.cache_mb,
         snapshot=args.snapshot,
         source=args.source,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = ["Maintenance"]
@@ -57,6 +57,14 @@ class Maintenance:
     _retention_set: set[str] = field(default_factory=set, repr=False)  # tables whose property is set
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     done: dict[str, int] = field(default_factory=lambda: {"compact": 0, "checkpoint": 0, "vacuum": 0})
+
+    def settings(self) -> dict[str, Any]:
+        """The settings alone (what ``Maintenance(**settings)`` makes again elsewhere)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if not f.name.startswith("_") and f.name != "done"
+        }
 
     def after_merge(self, name: str, table: Any) -> None:
         """Count a MERGE into the table ``name`` (``database.table``; ``table``, its open
