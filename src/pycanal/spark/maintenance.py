@@ -14,9 +14,11 @@ thread that just merged into a table and counted in that table's MERGEs:
   Delta's default of 30 days is 2.6M entries a table at a commit a second, and opening a table,
   a checkpoint and this cleanup all list them -- at 10,000 entries delta-rs takes 9 ms to
   refresh a table and 66 ms to clean up; a time-travel query older than that fails); then the
-  data files no version younger than ``retention_hours`` (24) uses are deleted, found by listing
-  the table's directory (a reader holding an older file list, or a time-travel query older than
-  that, can fail). Tables get ``delta.deletedFileRetentionDuration`` = ``retention_hours`` as well,
+  data files no version younger than ``retention_hours`` (1, as the log: an older version cannot
+  be loaded anyway) uses are deleted, found by listing the table's directory (a reader holding an
+  older file list can fail). A table written every second leaves 3,600 replaced files an hour:
+  24 hours of them over 200 such tables would be 17M files, more than the 16.7M inodes of this
+  machine's disk. Tables get ``delta.deletedFileRetentionDuration`` = ``retention_hours`` as well,
   so a checkpoint keeps the removed files of that long (Delta's default is a week: 600k entries
   in every checkpoint of a table written every second).
 
@@ -47,7 +49,7 @@ class Maintenance:
     compact_every: int = 50
     checkpoint_every: int = 50
     vacuum_every: int = 500
-    retention_hours: int = 24
+    retention_hours: int = 1
     log_retention_hours: int = 1
     file_mb: int = 8
     fold_every: int = 100
