@@ -16,6 +16,9 @@ function thread_init()
   -- inserts take ids no other thread (or run) takes: base + thread * 10M + n
   next_id = sysbench.opt.base + sysbench.tid * 10000000
   local i, u = string.match(sysbench.opt.mix, "^(%d+),(%d+),%d+$")
+  if not i then
+    error("--mix must be three percents INSERT,UPDATE,DELETE (e.g. 60,30,10), not " .. sysbench.opt.mix)
+  end
   inserts, updates = tonumber(i), tonumber(i) + tonumber(u)
 end
 

@@ -32,8 +32,8 @@ One JSON object goes to stdout, progress to stderr.
         [--apply-share 1.0] [--dir DIR]
 
 The JSON's ``machine.file_create_us`` is the CPU a file creation takes in ``--dir``: each write
-of a current-state table creates two files, so it weighs on the apply (640 us in this machine's
-/tmp, 15 us in its /var/tmp: docs/benchmarks.md).
+of a current-state table creates two files, so it weighs on the apply (13 to 884 us in different
+directories of this machine's one disk: docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
 def file_create_us(where: Path, n: int = 200) -> float:
     """CPU microseconds to create a file in a new directory under ``where``: a current-state
     table's write creates two (its data file and the log entry's temporary file), and the cost
-    differs by machine and directory (640 us in this machine's /tmp, 15 us in /var/tmp)."""
+    differs by machine and directory (docs/benchmarks.md, stop 23)."""
     d = Path(tempfile.mkdtemp(dir=where))
     started = time.process_time()
     for i in range(n):

@@ -54,7 +54,7 @@ from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 from pycanal.parse.position import binlog_file_order
 
 from .cow import CONTENTS, Contents, KeyedTable
-from .executors import MergeContext, MergeWork
+from .executors import Failure, MergeContext, MergeWork
 from .maintenance import Maintenance
 from .rows import SNAPSHOT_DDL
 from .types import (
@@ -281,7 +281,7 @@ class CurrentState:
         contents: Contents | None = None,
         maintenance: Maintenance | None = None,
         declared: dict[str, list] | None = None,
-        executors: Callable[[MergeContext, list[MergeWork]], tuple[list[str | None], dict[str, int]]]
+        executors: Callable[[MergeContext, list[MergeWork]], tuple[list[Failure | None], dict[str, int]]]
         | None = None,
         epoch: str = "",
     ) -> None:
@@ -412,11 +412,13 @@ class CurrentState:
         if self.maintenance is not None:
             for what, n in done.items():
                 self.maintenance.done[what] += n
-        for error in errors:
-            if error is not None:
-                kind, _, message = error.partition(": ")
+        for failure in errors:
+            if failure is not None:
+                kind, message = failure
                 raise (
-                    ApplyError(message) if kind == "ApplyError" else RuntimeError(f"in an executor: {error}")
+                    ApplyError(message)
+                    if kind == "ApplyError"
+                    else RuntimeError(f"in an executor: {kind}: {message}")
                 )
 
     def write_rows(self, database: str, table: str, rows: pa.Table, step: int) -> None:

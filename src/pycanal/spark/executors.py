@@ -32,7 +32,7 @@ from pycanal.parse.meta import SchemaModel, Table
 
 from .maintenance import Maintenance
 
-__all__ = ["MergeContext", "MergeWork", "run_in_executors"]
+__all__ = ["Failure", "MergeContext", "MergeWork", "run_in_executors"]
 
 
 class MergeContext(NamedTuple):
@@ -58,11 +58,14 @@ class MergeWork(NamedTuple):
     rows: pa.Table
 
 
+Failure = tuple[str, str]  # an exception's type name and message
+
+
 def run_in_executors(
     spark: Any, context: MergeContext, works: list[MergeWork]
-) -> tuple[list[str | None], dict[str, int]]:
+) -> tuple[list[Failure | None], dict[str, int]]:
     """Write ``works`` in Spark tasks (as many as the cluster's default parallelism, tables
-    spread by their rows): the error of each work (None: written), in the order of ``works``,
+    spread by their rows): the failure of each work (None: written), in the order of ``works``,
     and the upkeep the tasks did (compactions, checkpoints, vacuums)."""
     slots = max(1, min(len(works), spark.sparkContext.defaultParallelism))
     groups: list[list[MergeWork]] = [[] for _ in range(slots)]
@@ -73,7 +76,7 @@ def run_in_executors(
         loads[i] += w.rows.num_rows + 100  # a table's write costs something whatever its rows
     rdd = spark.sparkContext.parallelize(groups, slots)
     parts = rdd.mapPartitions(lambda part: [_write_all(context, [w for g in part for w in g])]).collect()
-    errors: dict[int, str | None] = {}
+    errors: dict[int, Failure | None] = {}
     done: dict[str, int] = {}
     for part_errors, part_done in parts:
         errors.update(part_errors)
@@ -87,7 +90,9 @@ _kept: dict[str, Any] = {"epoch": None, "tables": {}, "maintenance": {}}
 _kept_lock = threading.Lock()
 
 
-def _write_all(context: MergeContext, works: list[MergeWork]) -> tuple[dict[int, str | None], dict[str, int]]:
+def _write_all(
+    context: MergeContext, works: list[MergeWork]
+) -> tuple[dict[int, Failure | None], dict[str, int]]:
     from .current import CurrentState  # the executor's import, not the driver's pickle
 
     with _kept_lock:
@@ -108,11 +113,11 @@ def _write_all(context: MergeContext, works: list[MergeWork]) -> tuple[dict[int,
         tables=tables, maintenance=maintenance,
     )  # fmt: skip
 
-    def write(w: MergeWork) -> str | None:
+    def write(w: MergeWork) -> Failure | None:
         try:
             state.write_rows(w.database, w.table, w.rows, w.step)
         except Exception as exc:  # noqa: BLE001 - the driver raises it, in step order
-            return f"{type(exc).__name__}: {exc}"
+            return type(exc).__name__, str(exc)
         return None
 
     before = dict(maintenance.done) if maintenance is not None else {}
