@@ -23,7 +23,9 @@ DELETE, 60,30,10; 0,100,0 keeps the tables' sizes) for M minutes on the first ta
 prints per minute: Spark's addBatch (median/max), the background apply's rounds (median
 seconds, micro-batches per round), the lag p99, the Parquet files under current/ and
 changelog/ (on disk) and the change log's live files (what a reader lists), ``lake1``'s log
-entries, and a full-table query of ``lake1`` (median of 5).
+entries, and a full-table query of ``lake1`` (median of 5) next to the same query on its rows
+written as a new one-commit table (``fresh_table_query_s``: the table's size without its minutes
+of streaming).
 
 One JSON object goes to stdout, progress to stderr.
 
@@ -361,8 +363,10 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
         queries = []
         for _ in range(5):  # a query right after a checkpoint or before one differs: the median of 5
             t0 = time.perf_counter()
-            rows = DeltaTable(str(table_path(lake, schema, "lake1"))).to_pyarrow_table().num_rows
+            data = DeltaTable(str(table_path(lake, schema, "lake1"))).to_pyarrow_table()
             queries.append(time.perf_counter() - t0)
+        rows = data.num_rows
+        fresh = fresh_query_s(data, lake.parent)
         rounds = [r for r in pipeline.applier.rounds if r[0] >= since / 1000]
         row = {"minute": minute, **res, "lag_p99_s": pct(lags, 0.99), **batch_stats(pipeline, since / 1000),
                "apply_s_median": round(statistics.median(r[1] for r in rounds), 3) if rounds else None,
@@ -370,11 +374,31 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
                "current_files": files_in(lake / "current"), "changelog_files": files_in(lake / "changelog"),
                "changelog_live_files": len(change_log_files(lake)),
                "lake1_log_entries": len(os.listdir(table_path(lake, schema, "lake1") / "_delta_log")),
-               "full_table_query_s": round(statistics.median(queries), 3), "lake1_rows": rows}  # fmt: skip
+               "full_table_query_s": round(statistics.median(queries), 3), "fresh_table_query_s": fresh,
+               "lake1_rows": rows}  # fmt: skip
         log(f"soak minute {minute}: {row}")
         minutes.append(row)
     marker.writing.clear()
     return minutes
+
+
+def fresh_query_s(data: Any, where: Path) -> float:
+    """The same query on ``data`` written as a new one-commit Delta table: what the query costs on
+    a table of that size that has not been streamed into for minutes (the control for the soak's
+    full-table query, whose table grows)."""
+    from deltalake import DeltaTable, write_deltalake
+
+    path = Path(tempfile.mkdtemp(dir=where))
+    try:
+        write_deltalake(str(path), data)
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            DeltaTable(str(path)).to_pyarrow_table()
+            times.append(time.perf_counter() - t0)
+        return round(statistics.median(times), 3)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def file_create_us(where: Path, n: int = 200) -> float:

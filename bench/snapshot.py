@@ -8,6 +8,7 @@ limits and pycanal's chunk reader:
 
 * ``mariadb --quick -e 'SELECT * ...' > /dev/null``: the C client, the ceiling;
 * PyMySQL's ``SSCursor``, values left undecoded: the Python driver alone;
+* connectorx (Rust, the rows straight into Arrow), on one connection and on ``--processes``;
 * ``pycanal.snapshot.read_chunk`` over the table's chunks in one process: consistent snapshot,
   binlog position, values in the binlog decoder's form;
 * the same + ``SnapshotRows`` into Arrow record batches (what a Spark executor yields);
@@ -81,6 +82,17 @@ def sscursor(params: dict[str, Any], database: str, table: str) -> int:
         while rows := cur.fetchmany(10_000):
             n += len(rows)
         return n
+
+
+def connectorx_read(params: dict[str, Any], database: str, table: str, partitions: int) -> int:
+    """connectorx (Rust: MySQL's text protocol straight into Arrow, no Python object per value),
+    the whole table in one query, split over ``partitions`` connections on the key if above 1."""
+    import connectorx as cx
+
+    url = f"mysql://{params['user']}:{params['password']}@{params['host']}:{params['port']}/{database}"
+    query = f"SELECT * FROM `{table}`"
+    split = {"partition_on": "id", "partition_num": partitions} if partitions > 1 else {}
+    return cx.read_sql(url, query, return_type="arrow", **split).num_rows
 
 
 def chunks(params: dict[str, Any], database: str, table: str, chunk_rows: int) -> list[Any]:
@@ -256,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         record("mariadb_cli_quick", *timed(lambda: c_client(db, table)))
         record("pymysql_sscursor", *timed(lambda: sscursor(params, db.database, table)))
+        record("connectorx", *timed(lambda: connectorx_read(params, db.database, table, 1)))
+        record(
+            f"connectorx_{args.processes}_connections",
+            *timed(lambda: connectorx_read(params, db.database, table, args.processes)),
+        )
         work = chunks(params, db.database, table, args.chunk_rows)
         log(f"{len(work)} chunks of ~{args.chunk_rows:,} rows")
         record("read_chunk", *timed(lambda: read_chunks(params, work, False)))

@@ -309,7 +309,9 @@ class KeyedTable:
 
     def _write_file(self, data: pa.Table) -> tuple[str, _File, str]:
         name = f"{_PREFIX}{uuid.uuid4()}.snappy.parquet"
-        pq.write_table(data, self.path / name, compression="snappy")
+        # No dictionary pages: keys are unique and a small file's other columns rarely repeat enough
+        # to pay for hashing every value (a 5,745-row file: 3.4 -> 2.7 ms a write; bench/lake.py's soak).
+        pq.write_table(data, self.path / name, compression="snappy", use_dictionary=False)
         stats = _stats(data, self.range_key)
         low = high = None
         if self.range_key is not None:
