@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
@@ -97,6 +98,19 @@ def test_key_ranges_spare_the_files_no_changed_key_can_be_in(tmp_path: Path) -> 
     assert len(DeltaTable(str(t.path)).file_uris()) == 2
     assert contents(t.path) == {**{k: (k, f"s{k}" if k % 3 else None) for k in range(110) if k not in (5, 105)},
                                 106: (1, "s1")}  # fmt: skip
+
+
+def test_files_are_written_without_dictionary_pages(tmp_path: Path) -> None:
+    """Every write rewrites the files its keys fall in: hashing each value for dictionary pages
+    made a 5,745-row table's write 25% dearer (docs/benchmarks.md, stop 24)."""
+    t = table(tmp_path)
+    t.write(*rows({k: k % 4 for k in range(1, 500)}), 1, {})  # v repeats: a dictionary would be used
+    (name,) = t.files
+    meta = pq.ParquetFile(t.path / name).metadata.row_group(0)
+    for i in range(meta.num_columns):
+        column = meta.column(i)
+        assert not column.has_dictionary_page, column.path_in_schema
+        assert not {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} & set(column.encodings), column.path_in_schema
 
 
 def test_composite_and_string_keys(tmp_path: Path) -> None:
