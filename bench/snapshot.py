@@ -176,7 +176,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
                                   filter=f"{db.database}\\..*",
                                   snapshot="initial", source=f"{db.host}:{db.port}", source_user=db.repl_user,
                                   source_password=db.repl_password, snapshot_chunk_rows=args.chunk_rows,
-                                  snapshot_parallelism=args.parallelism)  # fmt: skip
+                                  snapshot_parallelism=args.parallelism, snapshot_reader=args.reader)  # fmt: skip
         try:
             first_chunks: list[float] = []  # when the first micro-batch with chunks was planned
 
@@ -194,7 +194,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
             log(f"snapshot done after {secs:.1f} s; the writer meanwhile: {during:,.0f} txn/s")
             for p in pipeline.query.recentProgress[:3]:
                 log(f"batch {p['batchId']} at {p['timestamp']}: {p['durationMs']}")
-            stats = lake_bench.batch_stats(pipeline.query, 0)
+            stats = lake_bench.batch_stats(pipeline, 0)
             log(f"micro-batches: {stats}")
             proc.terminate()
             proc.wait()
@@ -220,6 +220,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         "startup_s": round(startup, 1) if startup else None,  # query start -> first chunks planned
         "rows_per_s_after_startup": round(int(rows) / (secs - startup)) if startup else None,
         "lake_equal_after_s": round(equal_s, 1),
+        "reader": args.reader,
         "writer_rate": args.rate,
         "writer_alone_txn_per_s": round(alone),
         "writer_during_txn_per_s": round(during),
@@ -241,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         "--writer-seconds", type=float, default=10.0, help="seconds the writer's rate alone is measured"
     )
     ap.add_argument("--skip-readers", action="store_true")
+    ap.add_argument(
+        "--reader", choices=("connectorx", "pymysql"), default="connectorx", help="the job's chunk reader"
+    )
     args = ap.parse_args(argv)
     lake_run: dict[str, Any] | None = None
     work: list[Any] = []

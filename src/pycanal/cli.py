@@ -334,6 +334,16 @@ def pipeline(
     snapshot_parallelism: Annotated[
         int | None, typer.Option("--snapshot-parallelism", help="Snapshot chunks per micro-batch (4).")
     ] = None,
+    snapshot_reader: Annotated[
+        str | None, typer.Option("--snapshot-reader", help="The chunk reader: connectorx or pymysql.")
+    ] = None,
+    snapshot_server_ids: Annotated[
+        str | None,
+        typer.Option(
+            "--snapshot-server-ids",
+            help="Replica ids of the chunks' binlog window reads, LOW-HIGH (5400-6399).",
+        ),
+    ] = None,
 ) -> None:
     """Stream a destination into a lake (change log + current-state Delta tables) exactly once,
     until SIGTERM or Ctrl-C: ``python -m pycanal.spark.job`` as a command."""
@@ -370,6 +380,8 @@ def pipeline(
         source_password=source_password,
         snapshot_chunk_rows=snapshot_chunk_rows,
         snapshot_parallelism=snapshot_parallelism,
+        snapshot_reader=snapshot_reader,
+        snapshot_server_ids=snapshot_server_ids,
     )
     raise typer.Exit(code)
 

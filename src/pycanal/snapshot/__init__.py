@@ -13,7 +13,10 @@ over it; with full row images the replay ends on the same rows.
 * :mod:`.chunks`: a table split into key ranges (even ranges for one integer key, boundaries
   sampled from the key's index otherwise) and the SQL predicate of a range;
 * :mod:`.reader`: one chunk read at its position, values in the binlog decoder's form; the
-  tables' ``CREATE TABLE`` statements at a position (``read_schema``).
+  tables' ``CREATE TABLE`` statements at a position (``read_schema``);
+* :mod:`.window`: a chunk read by connectorx into Arrow outside any transaction, made exact as of
+  the binlog position after the read by dropping the keys the binlog changed around the read
+  (imported on its own: it needs the ``spark`` extra's pyarrow and connectorx).
 """
 
 from .chunks import Chunk, plan_chunks

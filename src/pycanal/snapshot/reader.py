@@ -27,7 +27,15 @@ from pycanal.binlog.values import float32
 from .chunks import INTEGER_TYPES, Chunk, chunk_where
 from .tables import SourceColumn, SourceTable, quote, text
 
-__all__ = ["ChunkRead", "SchemaRead", "SnapshotError", "connect", "read_chunk", "read_schema"]
+__all__ = [
+    "ChunkRead",
+    "SchemaRead",
+    "SnapshotError",
+    "connect",
+    "read_chunk",
+    "read_schema",
+    "snapshot_position",
+]
 
 # Encoders only: parameters are escaped as usual, results come back undecoded (text or bytes).
 _ENCODERS = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
@@ -172,6 +180,13 @@ def _snapshot(conn: Any, what: object) -> Iterator[tuple[Any, str, int, int]]:
             cur.execute("COMMIT")
         finally:
             cur.close()
+
+
+def snapshot_position(conn: Any, what: object) -> tuple[str, int, int]:
+    """The binlog file and position a consistent snapshot opened now is at, and the source's clock
+    in seconds: every transaction before that position has committed."""
+    with _snapshot(conn, what) as (_cur, file, pos, seconds):
+        return file, pos, seconds
 
 
 def read_chunk(conn: Any, table: SourceTable, chunk: Chunk) -> ChunkRead:

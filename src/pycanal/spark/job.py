@@ -99,6 +99,8 @@ def start_pipeline(
     source_password: str = "",
     snapshot_chunk_rows: int | None = None,
     snapshot_parallelism: int | None = None,
+    snapshot_reader: str | None = None,
+    snapshot_server_ids: str | None = None,
 ) -> Pipeline:
     """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
     ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
@@ -108,8 +110,9 @@ def start_pipeline(
     of their recently written files kept in the driver's memory; ``stage``: the executors hand
     the rows to the driver as files in the lake's stage, not through Spark; ``snapshot``
     ``"initial"``: the existing rows of the filter's tables first, read from ``source``
-    (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot``; with a ``source`` the
-    pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``)."""
+    (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot`` (``snapshot_reader``,
+    ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``); with a
+    ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``)."""
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
@@ -133,6 +136,10 @@ def start_pipeline(
             reader = reader.option("snapshotChunkRows", str(snapshot_chunk_rows))
         if snapshot_parallelism:
             reader = reader.option("snapshotParallelism", str(snapshot_parallelism))
+        if snapshot_reader:
+            reader = reader.option("snapshotReader", snapshot_reader)
+        if snapshot_server_ids:
+            reader = reader.option("snapshotServerIds", snapshot_server_ids)
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,
         cache_bytes=cache_mb << 20, apply_share=apply_share, apply_on=apply_on,
@@ -272,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source-password", default="")
     ap.add_argument("--snapshot-chunk-rows", type=int, help="rows per snapshot chunk (50000)")
     ap.add_argument("--snapshot-parallelism", type=int, help="snapshot chunks per micro-batch (4)")
+    ap.add_argument(
+        "--snapshot-reader", choices=("connectorx", "pymysql"), help="the chunk reader (connectorx)"
+    )
+    ap.add_argument(
+        "--snapshot-server-ids", help="replica ids of the chunks' binlog window reads, LOW-HIGH (5400-6399)"
+    )
     args = ap.parse_args(argv)
     if args.snapshot == "initial" and not args.source:
         ap.error("--snapshot initial needs --source HOST:PORT")
@@ -297,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         source_password=args.source_password,
         snapshot_chunk_rows=args.snapshot_chunk_rows,
         snapshot_parallelism=args.snapshot_parallelism,
+        snapshot_reader=args.snapshot_reader,
+        snapshot_server_ids=args.snapshot_server_ids,
     )
 
 

@@ -64,6 +64,7 @@ from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.types import parse_labels
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.snapshot.reader import ChunkRead, SchemaRead
+from pycanal.snapshot.window import ChunkColumns
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -407,7 +408,7 @@ class EventRows(_RowSource[ev.Event]):
                     b.gtid, e.timestamp, None, None)  # fmt: skip
 
 
-class SnapshotRows(_RowSource["ChunkRead | SchemaRead"]):
+class SnapshotRows(_RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
     """READ change rows from snapshot chunks (:func:`pycanal.snapshot.read_chunk`): each row at
     its chunk's binlog position, ``after`` and ``pk`` as an INSERT of the same row would give them
     (Debezium's ``r``); and from a ``read_schema``, one DDL row per table: its ``CREATE TABLE IF
@@ -421,7 +422,7 @@ class SnapshotRows(_RowSource["ChunkRead | SchemaRead"]):
     def resume(self) -> tuple[str, int, int]:
         return self._b.resume
 
-    def _runs(self, reads: Iterable[ChunkRead | SchemaRead]) -> Iterator[_Run]:
+    def _runs(self, reads: Iterable[ChunkRead | ChunkColumns | SchemaRead]) -> Iterator[_Run]:
         for read in reads:
             if isinstance(read, SchemaRead):
                 for schema, table, sql in read.creates:
@@ -429,15 +430,16 @@ class SnapshotRows(_RowSource["ChunkRead | SchemaRead"]):
                     yield _Run("DDL", schema, table, [None], [None], [None], read.file, read.pos,
                                self._b.take(read.file, read.pos, 1), None, read.seconds, sql, schema)  # fmt: skip
                 continue
-            if read.rows:
-                t, n = read.table, len(read.rows)
+            n = _chunk_size(read)
+            if n:
+                t = read.table
                 pks, afters = _chunk_images(read)
                 yield _Run("READ", t.schema, t.name, pks.to_pylist() if pks is not None else [None] * n,
                            [None] * n, afters.to_pylist(), read.file, read.pos, self._b.take(read.file, read.pos, n),
                            None, read.seconds, None, None)  # fmt: skip
 
     def batches(
-        self, reads: Iterable[ChunkRead | SchemaRead], rows_per_batch: int = 8192
+        self, reads: Iterable[ChunkRead | ChunkColumns | SchemaRead], rows_per_batch: int = 8192
     ) -> Iterator[pa.RecordBatch]:
         """As ``_RowSource.batches``; a chunk's images are built column by column (``_chunk_images``)."""
         if rows_per_batch < 1:
@@ -446,9 +448,10 @@ class SnapshotRows(_RowSource["ChunkRead | SchemaRead"]):
             if isinstance(read, SchemaRead):
                 yield from _batches(self._runs([read]), rows_per_batch)
                 continue
-            if not read.rows:
+            n = _chunk_size(read)
+            if not n:
                 continue
-            t, n = read.table, len(read.rows)
+            t = read.table
             pks, afters = _chunk_images(read)
             first = self._b.take(read.file, read.pos, n)
             for a in range(0, n, rows_per_batch):
@@ -461,12 +464,17 @@ class SnapshotRows(_RowSource["ChunkRead | SchemaRead"]):
                 )  # fmt: skip
 
 
-def _chunk_images(read: ChunkRead) -> tuple[pa.Array | None, pa.Array]:
+def _chunk_size(read: ChunkRead | ChunkColumns) -> int:
+    return read.num_rows if isinstance(read, ChunkColumns) else len(read.rows)
+
+
+def _chunk_images(read: ChunkRead | ChunkColumns) -> tuple[pa.Array | None, pa.Array]:
     """A chunk's ``pk`` (None: the table has no key) and ``after`` JSON texts, each column's
     value texts built once for all its rows."""
     t = read.table
     names = [_jstr(c.name) + ":" for c in t.columns]
-    texts = [_json_texts(values) for values in zip(*read.rows, strict=True)]
+    columns = read.columns if isinstance(read, ChunkColumns) else zip(*read.rows, strict=True)
+    texts = [_json_texts(values) for values in columns]
     key = sorted(t.key)
     pks = _objects([names[i] for i in key], [texts[i] for i in key]) if key else None
     return pks, _objects(names, texts)
@@ -476,8 +484,16 @@ def _chunk_images(read: ChunkRead) -> tuple[pa.Array | None, pa.Array]:
 _PLAIN = r"^[^\x00-\x1f\"\\]*$"
 
 
-def _json_texts(values: Sequence[Any]) -> pa.Array:
+def _json_texts(values: Sequence[Any] | pa.Array) -> pa.Array:
     """``_value`` of each value (non-null texts), by Arrow kernels for integers and plain strings."""
+    if isinstance(values, pa.Array):
+        if pa.types.is_integer(values.type):
+            return pc.cast(values, pa.string()).fill_null("null")
+        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+            strings = values.cast(pa.string())
+            if pc.all(pc.match_substring_regex(strings, _PLAIN)).as_py() is not False:
+                return pc.binary_join_element_wise('"', strings, '"', "").fill_null("null")
+        values = values.to_pylist()
     kinds = {type(v) for v in values}
     kinds.discard(type(None))
     try:

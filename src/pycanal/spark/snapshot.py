@@ -3,8 +3,11 @@
 Options: ``snapshot`` (``initial``: the existing rows of the filter's tables first, when the query
 starts from no checkpoint; ``never``, the default), ``source`` (HOST:PORT of the MySQL/MariaDB),
 ``sourceUser``, ``sourcePassword``, ``snapshotChunkRows`` (rows per chunk, 50000),
-``snapshotParallelism`` (chunks per micro-batch, each one partition: 4); with the source's
-``stage`` a chunk's rows are staged (``pycanal.spark.stage``).
+``snapshotParallelism`` (chunks per micro-batch, each one partition: 4), ``snapshotReader``
+(``connectorx``: ``pycanal.snapshot.window``, the chunk reconciled with the binlog around its read;
+``pymysql``: ``read_chunk``, a consistent snapshot), ``snapshotServerIds`` (``LOW-HIGH``, 5400-6399:
+the window reads' replica ids, one per chunk of a micro-batch); with the source's ``stage`` a
+chunk's rows are staged (``pycanal.spark.stage``).
 
 The snapshot's progress lives in the stream's offsets, next to the binlog position:
 ``"snap": {"left": [[db, table], ...], "lower": <key>, "read": [<chunk>, ...]}``: the tables not
@@ -16,8 +19,9 @@ replayed micro-batch reads the same chunks, and a committed chunk is never read 
 The snapshot's first micro-batch reads nothing of the stream: one partition gives a ``CREATE
 TABLE IF NOT EXISTS`` DDL row per table (``SHOW CREATE TABLE``), so the lake's schema model knows
 the tables that existed before the stream before any of their changes comes. Then a chunk
-partition is read in an executor straight from the source (``read_chunk``: a consistent snapshot
-and its binlog position P); its rows are ``READ`` change rows at P. The rows of a chunk read while
+partition is read in an executor straight from the source, exact as of a binlog position P (the
+window reader's high position, or ``read_chunk``'s consistent snapshot); its rows are ``READ``
+change rows at P. The rows of a chunk read while
 the stream is still before P are applied before the stream's changes up to P, which replay over
 them and end on the same rows (docs/snapshot.md).
 """
@@ -47,7 +51,8 @@ from pycanal.snapshot import (
     read_schema,
 )
 from pycanal.snapshot.chunks import Chunk, EvenRanges, even_ranges, next_upper
-from pycanal.snapshot.reader import connect
+from pycanal.snapshot.reader import ChunkRead, connect
+from pycanal.snapshot.window import ChunkColumns, Source, read_chunk_window
 
 from .rows import RowPosition, SnapshotRows
 from .stage import stage_rows
@@ -75,6 +80,8 @@ class SnapshotOptions(NamedTuple):
     parallelism: int
     initial: bool  # snapshot=initial
     signals: Path | None  # the directory of ad-hoc snapshot requests
+    reader: str  # connectorx (a chunk's binlog window read by the executor) or pymysql
+    server_ids: range  # the window reads' replica ids, one per chunk of a micro-batch
 
 
 def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | None:
@@ -95,15 +102,33 @@ def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | 
     if not host or not port.isdigit():
         raise ValueError(f"format('canal'): a snapshot needs option source as HOST:PORT, got {source!r}")
     signals = options.get("snapshotsignals")
+    reader = options.get("snapshotreader", "connectorx").lower()
+    if reader not in ("connectorx", "pymysql"):
+        raise ValueError(
+            f"format('canal'): option snapshotReader must be connectorx or pymysql, got {reader!r}"
+        )
+    ids = options.get("snapshotserverids", "5400-6399")
+    low, dash, high = ids.partition("-")
+    if not (low.strip().isdigit() and (not dash or high.strip().isdigit())):
+        raise ValueError(f"format('canal'): option snapshotServerIds is an id or LOW-HIGH, got {ids!r}")
+    server_ids = range(int(low), int(high if dash else low) + 1)
+    parallelism = number(options, "snapshotParallelism", 4)
+    if reader == "connectorx" and len(server_ids) < parallelism:
+        raise ValueError(
+            f"format('canal'): option snapshotServerIds ({ids}) has fewer ids than snapshotParallelism "
+            f"({parallelism}): each chunk of a micro-batch reads its binlog window as a replica of its own"
+        )
     return SnapshotOptions(
         host.strip("[]"),
         int(port),
         options.get("sourceuser", ""),
         options.get("sourcepassword", ""),
         number(options, "snapshotChunkRows", 50_000),
-        number(options, "snapshotParallelism", 4),
+        parallelism,
         mode == "initial",
         Path(signals) if signals else None,
+        reader,
+        server_ids,
     )
 
 
@@ -280,9 +305,12 @@ class SnapshotPartition(InputPartition):
     """One chunk, ``[schema, table, lower, upper]`` as the offset has it; or (``schema``) the
     CREATE TABLE statements of the snapshot's tables, ``[[schema, table], ...]``."""
 
-    def __init__(self, index: int, chunk: list | None = None, schema: list | None = None) -> None:
+    def __init__(
+        self, index: int, chunk: list | None = None, schema: list | None = None, slot: int = 0
+    ) -> None:
         super().__init__(index)
         self.chunk, self.schema = chunk, schema
+        self.slot = slot  # the chunk's place in its micro-batch: which of the replica ids it uses
 
 
 def snapshot_partitions(start: dict[str, Any], end: dict[str, Any], first: int) -> list[SnapshotPartition]:
@@ -292,7 +320,7 @@ def snapshot_partitions(start: dict[str, Any], end: dict[str, Any], first: int) 
         return []
     if "schema" in snap:
         return [SnapshotPartition(first, schema=snap["schema"])]
-    return [SnapshotPartition(first + i, chunk=c) for i, c in enumerate(snap.get("read", []))]
+    return [SnapshotPartition(first + i, chunk=c, slot=i) for i, c in enumerate(snap.get("read", []))]
 
 
 def read_snapshot_partition(
@@ -307,7 +335,14 @@ def read_snapshot_partition(
             assert partition.chunk is not None
             schema, name, lower, upper = partition.chunk
             chunk = Chunk(schema, name, _decode(lower), _decode(upper))
-            read = read_chunk(conn, describe(conn, schema, name), chunk)
+            table = describe(conn, schema, name)
+            read: ChunkRead | ChunkColumns
+            if opts.reader == "connectorx" and table.key:
+                source = Source(opts.host, opts.port, opts.user, opts.password)
+                server_id = opts.server_ids[partition.slot % len(opts.server_ids)]
+                read = read_chunk_window(conn, source, table, chunk, server_id)
+            else:  # a table without a key has no keys to reconcile: one consistent snapshot
+                read = read_chunk(conn, table, chunk)
     if partition.schema is not None:
         yield from SnapshotRows().batches([schema_read])
         return
