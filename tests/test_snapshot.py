@@ -71,12 +71,22 @@ def test_every_column_type_reads_as_the_binlog_gives_it(db):
 
     t, chunks, reads = _snapshot(db, ALL_TYPES.name, chunk_rows=17)
     assert len(chunks) > 3
-    got = {r.pk: r.after for r in SnapshotRows().rows(reads)}
+    rows = list(SnapshotRows().rows(reads))
+    got = {r.pk: r.after for r in rows if r.op == "READ"}
     assert sorted(got) == sorted(expected)
     for pk, image in expected.items():
         assert got[pk] == image, pk
-    ops = {r.op for r in SnapshotRows().rows(reads)}
-    assert ops == {"READ"}
+    assert {r.op for r in rows} == {"READ", "CHUNK"}
+    # an integer key: each chunk's range in a CHUNK row after its rows, at its position
+    ranges = [(r.position.file, r.position.offset, json.loads(r.after)) for r in rows if r.op == "CHUNK"]
+    assert ranges == [
+        (
+            read.file,
+            read.pos,
+            {"lower": c.lower and [int(c.lower[0])], "upper": c.upper and [int(c.upper[0])]},
+        )
+        for read, c in zip(reads, chunks, strict=True)
+    ]
     # what the Spark source yields: the same rows, built column by column
     batches = pa.Table.from_batches(list(SnapshotRows().batches(reads, 7)))
     assert batches.equals(pa.Table.from_batches([to_record_batch(list(SnapshotRows().rows(reads)))]))
@@ -112,6 +122,10 @@ def test_chunks_cover_every_row_once(db, name):
         assert chunks[0].lower is None and chunks[-1].upper is None
     seen = [r for read in reads for r in read.rows]
     assert len(seen) == 1000
+    # CHUNK rows where the lake can test the range exactly: integer keys, or the whole table
+    ranged = bool(t.key) and (len(chunks) == 1 or name in ("k_int", "k_ubig", "k_sparse"))
+    marks = [r for r in SnapshotRows().rows(reads) if r.op == "CHUNK"]
+    assert len(marks) == (len(chunks) if ranged else 0)
     if t.key:
         assert len({tuple(r[i] for i in t.key) for r in seen}) == 1000
     assert sorted(seen) == sorted(tuple(r) for r in _all_rows(db, name))

@@ -59,10 +59,10 @@ def test_every_column_type_reads_as_read_chunk_gives_it(db):
             got = [read_chunk_window(conn, _source(db), t, c, 5400) for c in chunks]
     finally:
         db.execute("SET GLOBAL time_zone = SYSTEM")
-    expected = {r.pk: r.after for r in SnapshotRows().rows(want)}
+    expected = {r.pk: r.after for r in SnapshotRows().rows(want) if r.op == "READ"}
     assert len(expected) > 50
-    assert {r.pk: r.after for r in SnapshotRows().rows(got)} == expected
-    assert {r.op for r in SnapshotRows().rows(got)} == {"READ"}
+    assert {r.pk: r.after for r in SnapshotRows().rows(got) if r.op == "READ"} == expected
+    assert {r.op for r in SnapshotRows().rows(got)} == {"READ", "CHUNK"}
     batches = pa.Table.from_batches(list(SnapshotRows().batches(got, 7)))
     assert batches.equals(pa.Table.from_batches([to_record_batch(list(SnapshotRows().rows(got)))]))
 

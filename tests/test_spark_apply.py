@@ -874,7 +874,9 @@ def test_all_types_from_a_snapshot_equal_the_source(
         reads += [read_chunk(conn, t, c) for c in plan_chunks(conn, t, 13)]
     rows = list(SnapshotRows().rows(reads))
     assert [r.op for r in rows[:2]] == ["DDL", "READ"] and len(reads) > 3
-    apply_in_batches(tmp_path, rows, 2, zero_dates="null")
+    applier = ChangeApplier(tmp_path, zero_dates="null")
+    for batch_id, read in enumerate(reads):  # a micro-batch per partition, as the Spark source has them
+        applier(arrow_rows(list(SnapshotRows().rows([read]))), batch_id)
     assert assert_same_as_source(mariadb, tmp_path, db, workload.ALL_TYPES) > 40
 
 
@@ -952,7 +954,7 @@ def test_staged_snapshot_chunks_apply_as_their_rows(
     assert assert_same_as_source(mariadb, tmp_path, db, workload.ALL_TYPES) > 40
     logged = [r for r in read_change_log_rows(tmp_path) if r["op"] == "READ"]
     assert sorted(r["after"] for r in logged) == sorted(
-        r.after for r in SnapshotRows().rows(reads)
+        r.after for r in SnapshotRows().rows(reads) if r.op == "READ"
     )  # every row once, as the rows themselves
 
     gone = _stage(stage, reads[0], SnapshotRows().batches([reads[0]]))
@@ -960,3 +962,51 @@ def test_staged_snapshot_chunks_apply_as_their_rows(
     Path(path).unlink()
     with pytest.raises(RuntimeError, match=f"staged in {path} cannot be read"):
         applier(pa.Table.from_batches([gone]), 2)
+
+
+def test_a_snapshot_chunk_deletes_the_rows_of_its_range_the_source_did_not_have(tmp_path: Path) -> None:
+    """A chunk's CHUNK row (its key range, after its READ rows at its position) deletes the rows
+    of that range the lake has (a drifted table, a stream upsert before the position) and the
+    chunk lacks; rows outside the range and keys changed after the position stay."""
+
+    def inv(
+        op: str, offset: int, n: int, key: int | None, v: int | None, old: int | None = None
+    ) -> ChangeRow:
+        image = None if key is None else json.dumps({"id": key, "v": v}, separators=(",", ":"))
+        before = None if old is None else json.dumps({"id": old, "v": 0}, separators=(",", ":"))
+        if op == "DELETE":
+            image, before = None, json.dumps({"id": key, "v": v}, separators=(",", ":"))
+        return ChangeRow(
+            op, "shop", "inv", None if key is None else json.dumps({"id": key}), before, image,
+            RowPosition("mysql-bin.000007", offset, n, None), dt.datetime(2026, 11, 21, tzinfo=dt.UTC), None, None,
+        )  # fmt: skip
+
+    def chunk(offset: int, n: int, lower: int | None, upper: int | None) -> ChangeRow:
+        bounds = {"lower": None if lower is None else [lower], "upper": None if upper is None else [upper]}
+        return inv("CHUNK", offset, n, None, None)._replace(after=json.dumps(bounds))
+
+    applier = ChangeApplier(tmp_path, schema_ddl="CREATE TABLE shop.inv (id INT PRIMARY KEY, v INT)")
+    applier(arrow_rows([inv("INSERT", 100 + i, 0, i, i) for i in range(1, 7)]), 0)  # the lake: 1..6
+    applier(
+        arrow_rows([
+            inv("INSERT", 200, 0, 7, 7),  # outside the range
+            inv("INSERT", 210, 0, 0, 0),  # inside, gone again before the chunk's position
+            inv("READ", 500, 0, 1, 10),
+            inv("READ", 500, 1, 3, 30),
+            chunk(500, 2, None, 5),  # [-inf, 5): 0, 2 and 4 were not there at 500
+        ]),
+        1,
+    )  # fmt: skip
+    assert current_rows(tmp_path, "shop", "inv")[1] == [(1, 10), (3, 30), (5, 5), (6, 6), (7, 7)]
+    applier(
+        arrow_rows([
+            inv("READ", 700, 0, 5, 55),
+            chunk(700, 1, 5, None),  # [5, +inf): 6 and 7 were not there at 700
+            inv("INSERT", 800, 0, 8, 8),  # after the chunk: stays
+            inv("UPDATE", 810, 0, 9, 9, old=5),  # a key change after the chunk
+        ]),
+        2,
+    )  # fmt: skip
+    assert current_rows(tmp_path, "shop", "inv")[1] == [(1, 10), (3, 30), (8, 8), (9, 9)]
+    logged = [r["op"] for r in read_change_log_rows(tmp_path)]
+    assert logged.count("CHUNK") == 2  # in the change log: a replay of it deletes the same rows

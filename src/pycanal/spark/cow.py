@@ -290,6 +290,18 @@ class KeyedTable:
                     out.append(p)
         return out
 
+    def key_rows(self, low: Any = None, high: Any = None) -> pa.Table:
+        """The key columns of the rows in the files whose range of the first key column can hold
+        values from ``low`` to ``high`` (None: open); of every row where files have no ranges."""
+        if not self.writable:
+            return self.delta().to_pyarrow_table(columns=self.keys)
+        names = [
+            p for p, f in self.files.items()
+            if f.low is None or f.high is None or ((low is None or f.high >= low) and (high is None or f.low <= high))
+        ]  # fmt: skip
+        parts = [self._read(p).select(self.keys) for p in names]
+        return pa.concat_tables(parts) if parts else self.schema.empty_table().select(self.keys)
+
     def _read(self, name: str) -> pa.Table:
         data = self.contents.get(self.path / name)
         if data is None:

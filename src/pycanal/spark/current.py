@@ -56,7 +56,7 @@ from pycanal.parse.position import binlog_file_order
 from .cow import CONTENTS, Contents, KeyedTable
 from .executors import Failure, MergeContext, MergeWork
 from .maintenance import Maintenance
-from .rows import SNAPSHOT_DDL
+from .rows import CHUNK, SNAPSHOT_DDL
 from .types import (
     ArrowValues,
     ColumnTypeError,
@@ -154,7 +154,8 @@ class BatchRows:
         """The data rows of ``[start, stop)`` with a key: (database, table, row numbers) per table, in
         the order of their first rows."""
         op, pk = (self.columns[c].slice(start, stop - start) for c in ("op", "pk"))
-        data = pc.and_(pc.not_equal(op, "DDL").fill_null(True), pk.is_valid())
+        keyed = pc.or_(pk.is_valid(), pc.equal(op, CHUNK).fill_null(False))
+        data = pc.and_(pc.not_equal(op, "DDL").fill_null(True), keyed)
         rows = pc.add(pc.indices_nonzero(data).cast(pa.int64()), start)
         names = pa.table({c: self.columns[c].take(rows) for c in ("database", "table")})
         # Without threads, groups come in the order of their first rows and keep the rows' order.
@@ -459,6 +460,8 @@ class CurrentState:
         first = f"first at {rows.file[i]}:{rows.offset[i]}"
         t = self._table(database, table, first)
         plan = self._plan(t)
+        is_chunk = pc.equal(rows.columns["op"].take(idx), CHUNK)
+        chunks, idx = idx.filter(is_chunk), idx.filter(pc.invert(is_chunk))
         source = None
         if plan.readable and len(idx) >= _SMALL:
             try:
@@ -472,6 +475,8 @@ class CurrentState:
         version = self.batch_id * STEPS_PER_BATCH + step
         if target.committed(version):
             return
+        if len(chunks):
+            source = self._snapshot_ranges(f"{database}.{table}", t, plan, target, rows, idx, chunks, source)
         try:
             op, data = source.column(_OP), source.drop_columns([_OP])
             upserts, deletes = data.filter(pc.equal(op, "U")), data.filter(pc.equal(op, "D")).select(keys)
@@ -498,6 +503,64 @@ class CurrentState:
             raise
         if self.maintenance is not None:
             self.maintenance.after_merge(f"{database}.{table}", target)
+
+    def _snapshot_ranges(
+        self, name: str, t: Table, plan: _Plan, target: KeyedTable, rows: BatchRows, idx: pa.Array,
+        chunks: pa.Array, source: pa.Table,
+    ) -> pa.Table:  # fmt: skip
+        """``source`` with deletes for the keys each snapshot chunk (a ``CHUNK`` row) shows the
+        source did not have at its position: in the chunk's key range, in the lake or upserted by
+        the batch's earlier rows, not among the chunk's ``READ`` rows and not changed after it."""
+        if not plan.readable:
+            self.warnings.append(
+                f"{name}: rows the lake has beyond a snapshot chunk's are not removed (a key of this type is "
+                "not read from the images)"
+            )
+            return source
+        keys = [c.name for c in plan.keys]
+        in_source = list(zip(*(source.column(k).to_pylist() for k in keys), strict=True))
+        is_upsert = source.column(_OP).to_pylist()
+        gone: set[tuple] = set()
+        for c in chunks.to_pylist():
+            at = (rows.file[c], rows.offset[c])
+            bounds = json.loads(rows.columns["after"][c].as_py())
+            low = tuple(bounds["lower"]) if bounds["lower"] is not None else None
+            high = tuple(bounds["upper"]) if bounds["upper"] is not None else None
+            in_lake = _key_tuples(target.key_rows(low and low[0], high and high[0]), keys)
+            here = rows.at_or_after(idx, at[0], at[1])
+            later = rows.at_or_after(idx, at[0], at[1] + 1)
+            reads = here.filter(pc.equal(rows.columns["op"].take(here), "READ"))
+            reads = reads.filter(pc.equal(rows.columns["position"].field("offset").take(reads), at[1]))
+            keep = set(self._typed_keys(t, plan, _take(rows.columns["pk"], reads)))
+            keep.update(self._typed_keys(t, plan, _take(rows.columns["pk"], later)))
+            updates = later.filter(pc.equal(rows.columns["op"].take(later), "UPDATE"))
+            keep.update(self._typed_keys(t, plan, _take(rows.columns["before"], updates), images=True))
+            for k in (*in_lake, *(k for k, op in zip(in_source, is_upsert, strict=True) if op == "U")):
+                if (low is None or k >= low) and (high is None or k < high) and k not in keep:
+                    gone.add(k)
+        if not gone:
+            return source
+        upserted = pa.array([op == "U" and k in gone for k, op in zip(in_source, is_upsert, strict=True)])
+        deleted = {k for k, op in zip(in_source, is_upsert, strict=True) if op == "D"}
+        extra = sorted(gone - deleted, key=repr)
+        kept = source.filter(pc.invert(upserted))
+        columns = {k: list(v) for k, v in zip(keys, zip(*extra, strict=True), strict=True)} if extra else {}
+        more = pa.table(
+            {f.name: pa.array(columns.get(f.name, [None] * len(extra)), f.type) for f in plan.schema}
+            | {_OP: pa.array(["D"] * len(extra), pa.string())}
+        )
+        return pa.concat_tables([kept, more.cast(kept.schema)])
+
+    def _typed_keys(self, t: Table, plan: _Plan, texts: pa.Array, *, images: bool = False) -> list[tuple]:
+        """The keys of pk texts (or of whole row images) as the current-state table types them."""
+        if not len(texts):
+            return []
+        read = read_images(texts, t.columns if images else plan.keys)
+        arrays = []
+        for c in plan.keys:
+            build = plan.builds[t.columns.index(c)]
+            arrays.append(build(pa.chunked_array(read.column(c.name).chunks, json_type(c))))
+        return list(zip(*(a.to_pylist() for a in arrays), strict=True))
 
     def _read_source(self, t: Table, plan: _Plan, idx: pa.Array, rows: BatchRows) -> pa.Table:
         """The MERGE source from the images as ``read_images`` reads them, which raises where
@@ -803,6 +866,10 @@ class CurrentState:
         write_deltalake(
             str(path), rewritten, mode="overwrite", schema_mode="overwrite", commit_properties=self._txn(step)
         )
+
+
+def _key_tuples(data: pa.Table, keys: list[str]) -> list[tuple]:
+    return list(zip(*(data.column(k).to_pylist() for k in keys), strict=True))
 
 
 def _source(plan: _Plan, arrays: list[ArrowValues], upserts: int, deletes: int) -> pa.Table:

@@ -53,6 +53,7 @@ def spark_session(local_dir: str | Path, app: str = "pycanal", master: str | Non
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.python.daemon.module", "pycanal.spark.daemon")  # pyspark not from its zip
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

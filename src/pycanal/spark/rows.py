@@ -63,6 +63,7 @@ from pycanal.parse.ddl import parse_ddl
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.types import parse_labels
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.snapshot.chunks import INTEGER_TYPES
 from pycanal.snapshot.reader import ChunkRead, SchemaRead
 from pycanal.snapshot.window import ChunkColumns
 
@@ -431,12 +432,24 @@ class SnapshotRows(_RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                                self._b.take(read.file, read.pos, 1), None, read.seconds, sql, schema)  # fmt: skip
                 continue
             n = _chunk_size(read)
+            t = read.table
             if n:
-                t = read.table
                 pks, afters = _chunk_images(read)
                 yield _Run("READ", t.schema, t.name, pks.to_pylist() if pks is not None else [None] * n,
                            [None] * n, afters.to_pylist(), read.file, read.pos, self._b.take(read.file, read.pos, n),
                            None, read.seconds, None, None)  # fmt: skip
+            chunk = self._chunk_run(read)
+            if chunk is not None:
+                yield chunk
+
+    def _chunk_run(self, read: ChunkRead | ChunkColumns) -> _Run | None:
+        """The chunk's ``CHUNK`` row (numbered after its READ rows), None without one."""
+        bounds = _chunk_bounds(read)
+        if bounds is None:
+            return None
+        t = read.table
+        return _Run(CHUNK, t.schema, t.name, [None], [None], [bounds], read.file, read.pos,
+                    self._b.take(read.file, read.pos, 1), None, read.seconds, None, None)  # fmt: skip
 
     def batches(
         self, reads: Iterable[ChunkRead | ChunkColumns | SchemaRead], rows_per_batch: int = 8192
@@ -448,11 +461,8 @@ class SnapshotRows(_RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
             if isinstance(read, SchemaRead):
                 yield from _batches(self._runs([read]), rows_per_batch)
                 continue
-            n = _chunk_size(read)
-            if not n:
-                continue
-            t = read.table
-            pks, afters = _chunk_images(read)
+            n, t = _chunk_size(read), read.table
+            pks, afters = _chunk_images(read) if n else (None, pa.array([], pa.string()))
             first = self._b.take(read.file, read.pos, n)
             for a in range(0, n, rows_per_batch):
                 m = min(rows_per_batch, n - a)
@@ -462,6 +472,29 @@ class SnapshotRows(_RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                     afters.slice(a, m), [read.file] * m, [read.pos] * m, range(first + a, first + a + m), nulls,
                     [read.seconds * 1_000_000] * m, nulls, nulls,
                 )  # fmt: skip
+            chunk = self._chunk_run(read)
+            if chunk is not None:
+                yield from _batches([chunk], 1)
+
+
+# A snapshot chunk's key range (``after``: {"lower": [...], "upper": [...]}, null: open), after
+# its READ rows at their position: the current state's rows in that range that the chunk lacks
+# are deleted there (the source had no such row then).
+CHUNK = "CHUNK"
+
+
+def _chunk_bounds(read: ChunkRead | ChunkColumns) -> str | None:
+    """The ``CHUNK`` row's ``after`` of a chunk whose range the lake can test exactly (integer
+    keys, or the whole table), None for a table without key or a range of another key type."""
+    t, chunk = read.table, read.chunk
+    whole = chunk.lower is None and chunk.upper is None
+    if not t.key or not (whole or all(t.columns[i].data_type in INTEGER_TYPES for i in t.key)):
+        return None
+
+    def bound(values: tuple | None) -> list[int] | None:
+        return None if values is None else [int(v) for v in values]  # a raw read's text: "2043"
+
+    return json.dumps({"lower": bound(chunk.lower), "upper": bound(chunk.upper)})
 
 
 def _chunk_size(read: ChunkRead | ChunkColumns) -> int:
