@@ -244,13 +244,14 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
 def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB, tmp_path: Path) -> None:
     """The pipeline streams t_int only; t_ubig, with rows, joins its filter: ``pycanal snapshot``
     asks for it, and after the restart with the wider filter the lake has t_ubig whole, while a
-    writer changes both tables. t_int drifted meanwhile (rows deleted with the binlog off for the
-    session): snapshotted again with it, the lake loses the rows the source no longer has."""
+    writer changes both tables. t_int and t_str drifted meanwhile (rows deleted with the binlog off
+    for the session): snapshotted again with it, the lake loses the rows the source no longer has
+    (by the chunks' key ranges for t_int's INT key, emptied and read again for t_str's string key)."""
     db.execute(f"CREATE DATABASE {DB}")
     start = db.current_binlog()
     server, tcp = embedded_server(db, "snap", start)
     lake, log = tmp_path / "lake", tmp_path / "job.log"
-    for name in ("t_int", "t_ubig"):
+    for name in ("t_int", "t_ubig", "t_str"):
         columns, row = TABLES[name]
         db.execute(f"CREATE TABLE {DB}.{name} ({columns})")
         db.execute(f"INSERT INTO {DB}.{name} VALUES " + ", ".join(row(i) for i in range(1000)))
@@ -266,25 +267,26 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB
             return subprocess.Popen([sys.executable, "-m", "pycanal.spark.job", *args], stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
-    first = job(f"{DB}\\.t_int")
+    first = job(f"{DB}\\.t_(int|str)")
     second = None
     writer = Writer(db, ("t_int", "t_ubig"))
     thread = threading.Thread(target=writer.run)
     try:
         deadline = time.monotonic() + 240
-        while rows_equal(db, lake, "t_int") is not None:  # t_int streams in (its CREATE and rows)
+        while rows_equal(db, lake, "t_int") or rows_equal(db, lake, "t_str"):  # streamed in (CREATE, rows)
             assert time.monotonic() < deadline and first.poll() is None, log.read_text()[-3000:]
             time.sleep(0.5)
         stop_job(first)
         with db.root_connection(DB) as conn, conn.cursor() as cur:  # drift: deletes the binlog never sees
             cur.execute("SET SESSION sql_log_bin = 0")
             cur.execute("DELETE FROM t_int WHERE id < 200 OR id BETWEEN 1000 AND 1100")
-        assert rows_equal(db, lake, "t_int") is not None
+            cur.execute("DELETE FROM t_str WHERE v % 7 = 0")
+        assert rows_equal(db, lake, "t_int") is not None and rows_equal(db, lake, "t_str") is not None
         ask = subprocess.run([sys.executable, "-m", "pycanal.cli", "snapshot", "--lake", str(lake), f"{DB}.t_ubig",
-                              f"{DB}.t_int"], capture_output=True, text=True)  # fmt: skip
+                              f"{DB}.t_int", f"{DB}.t_str"], capture_output=True, text=True)  # fmt: skip
         assert ask.returncode == 0 and "requested: snapdb.t_ubig" in ask.stdout, ask.stderr
         thread.start()  # the writer changes both tables from now on
-        second = job(f"{DB}\\.(t_int|t_ubig)")
+        second = job(f"{DB}\\.(t_int|t_ubig|t_str)")
         while not (lake / "current" / DB / "t_ubig").exists() or snapshot_state(lake) != "done":
             assert time.monotonic() < deadline and second.poll() is None, log.read_text()[-3000:]
             time.sleep(0.5)
@@ -306,11 +308,11 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB
             assert time.monotonic() < deadline and second.poll() is None, (last, end, writer.commits)
             time.sleep(0.5)
         time.sleep(2)
-        for name in ("t_int", "t_ubig"):
+        for name in ("t_int", "t_ubig", "t_str"):
             problem = rows_equal(db, lake, name)
             assert problem is None, f"{name}: {problem}"
         reads = [r["table"] for r in change_log(lake) if r["op"] == "READ"]
-        assert set(reads) == {"t_ubig", "t_int"} and reads.count("t_ubig") >= 1000
+        assert set(reads) == {"t_ubig", "t_int", "t_str"} and reads.count("t_ubig") >= 1000
         assert not list((lake / "_pycanal" / "snapshot-requests").glob("*.json")), "the request was not taken"
     finally:
         writer.stop.set()

@@ -52,6 +52,7 @@ from pycanal.parse.ddl import (
 )
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 from pycanal.parse.position import binlog_file_order
+from pycanal.snapshot.chunks import INTEGER_TYPES
 
 from .cow import CONTENTS, Contents, KeyedTable
 from .executors import Failure, MergeContext, MergeWork
@@ -337,10 +338,20 @@ class CurrentState:
                 start = i
                 where = f"{at[0]}:{at[1]}"
                 if sql and sql.startswith(SNAPSHOT_DDL):
+                    database, table = rows.columns["database"][i].as_py(), rows.columns["table"][i].as_py()
+                    known = self.model.table(database, table)
                     self._ddl(sql, session_db, where)  # IF NOT EXISTS: a table the model has stays
-                    name = f"{rows.columns['database'][i].as_py()}.{rows.columns['table'][i].as_py()}"
+                    name = f"{database}.{table}"
                     if name not in self.declared or _order(*self.declared[name]) < _order(*at):
                         self.declared[name] = list(at)
+                    if known is not None and not _ranged_key(known):
+                        # Its chunks carry no key range to delete by: the rows of the table the
+                        # source may not have any more (the stream's deletes before the
+                        # declaration are skipped) go now, and the chunks bring the table back.
+                        step = self._next()
+                        if step is not None:
+                            self._truncate((database, table), step)
+                            self.on_step(step)
                     continue
                 covered = self._declared_after(rows, i, sql, at)
                 if covered:
@@ -704,6 +715,14 @@ class CurrentState:
         return target
 
     # ------------------------------------------------------------------ DDL
+    def _truncate(self, name: tuple[str, str], step: int) -> None:
+        path = table_path(self.root, *name)
+        self.tables.pop(str(path), None)  # its files change under the cached state
+        if DeltaTable.is_deltatable(str(path)):
+            dt = DeltaTable(str(path))
+            if not self._committed(dt, step):
+                dt.delete(commit_properties=self._txn(step))
+
     def _ddl(self, sql: str, session_db: str | None, where: str) -> None:
         try:
             stmt = parse_statement(sql)
@@ -771,11 +790,7 @@ class CurrentState:
             name = qualified(stmt.table)
             step = self._next()
             if name is not None and step is not None:
-                path = table_path(self.root, *name)
-                if DeltaTable.is_deltatable(str(path)):
-                    dt = DeltaTable(str(path))
-                    if not self._committed(dt, step):
-                        dt.delete(commit_properties=self._txn(step))
+                self._truncate(name, step)
                 self.on_step(step)
         elif isinstance(stmt, DropDatabase):
             step = self._next()
@@ -866,6 +881,14 @@ class CurrentState:
         write_deltalake(
             str(path), rewritten, mode="overwrite", schema_mode="overwrite", commit_properties=self._txn(step)
         )
+
+
+def _ranged_key(t: Table) -> bool:
+    """Whether a snapshot chunk of ``t`` carries its key range (``CHUNK`` rows: integer keys)."""
+    by_name = {c.name: c for c in t.columns}
+    return bool(t.primary_key) and all(
+        name in by_name and by_name[name].data_type in INTEGER_TYPES for name, _ in t.primary_key
+    )
 
 
 def _key_tuples(data: pa.Table, keys: list[str]) -> list[tuple]:
