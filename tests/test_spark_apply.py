@@ -1038,3 +1038,15 @@ def test_a_snapshot_declaration_of_a_table_without_ranged_chunks_empties_it(tmp_
     )  # fmt: skip
     applier(arrow_rows([row("DELETE", 300, b, None)]), 2)  # the stream, behind: before the declaration
     assert current_rows(tmp_path, "shop", "item", "sku, n")[1] == [(b"a", 1, "a-read"), (b"c", 1, "c")]
+
+
+def test_a_chunk_range_compares_composite_keys_in_order() -> None:
+    from pycanal.spark.current import _in_range
+
+    a, b = pa.array([1, 1, 2, 2, 3, 0]), pa.array([5, 9, 0, 7, 1, 100])
+    assert _in_range([a, b], [1, 9], [2, 7]).to_pylist() == [False, True, True, False, False, False]
+    assert _in_range([a, b], None, [1, 6]).to_pylist() == [True, False, False, False, False, True]
+    assert _in_range([a, b], [2, 0], None).to_pylist() == [False, False, True, True, True, False]
+    assert _in_range([a], None, None).to_pylist() == [True] * 6
+    big = pa.array([2**64 - 1, 2**63, 5], pa.uint64())  # BIGINT UNSIGNED past int64
+    assert _in_range([big], [2**63], [2**64 - 1]).to_pylist() == [False, True, False]

@@ -525,49 +525,60 @@ class CurrentState:
         if not plan.readable:
             return source  # a key read one by one (FLOAT, ...): emptied at its declaration if the lake had it
         keys = [c.name for c in plan.keys]
-        in_source = list(zip(*(source.column(k).to_pylist() for k in keys), strict=True))
-        is_upsert = source.column(_OP).to_pylist()
-        gone: set[tuple] = set()
+        op = source.column(_OP)
+        upserted = source.filter(pc.equal(op, "U")).select(keys)
+        gone = []
         for c in chunks.to_pylist():
             at = (rows.file[c], rows.offset[c])
             bounds = json.loads(rows.columns["after"][c].as_py())
-            low = tuple(bounds["lower"]) if bounds["lower"] is not None else None
-            high = tuple(bounds["upper"]) if bounds["upper"] is not None else None
-            in_lake = _key_tuples(target.key_rows(low and low[0], high and high[0]), keys)
+            low, high = bounds["lower"], bounds["upper"]
+            lake = target.key_rows(low and low[0], high and high[0]).cast(upserted.schema)
+            candidates = pa.concat_tables([lake, upserted])
+            candidates = candidates.filter(_in_range([candidates.column(k) for k in keys], low, high))
+            if not candidates.num_rows:
+                continue
             here = rows.at_or_after(idx, at[0], at[1])
             later = rows.at_or_after(idx, at[0], at[1] + 1)
             reads = here.filter(pc.equal(rows.columns["op"].take(here), "READ"))
             reads = reads.filter(pc.equal(rows.columns["position"].field("offset").take(reads), at[1]))
-            keep = set(self._typed_keys(t, plan, _take(rows.columns["pk"], reads)))
-            keep.update(self._typed_keys(t, plan, _take(rows.columns["pk"], later)))
             updates = later.filter(pc.equal(rows.columns["op"].take(later), "UPDATE"))
-            keep.update(self._typed_keys(t, plan, _take(rows.columns["before"], updates), images=True))
-            for k in (*in_lake, *(k for k, op in zip(in_source, is_upsert, strict=True) if op == "U")):
-                if (low is None or k >= low) and (high is None or k < high) and k not in keep:
-                    gone.add(k)
+            keep = pa.concat_tables([
+                self._typed_keys(t, plan, _take(rows.columns["pk"], reads)),
+                self._typed_keys(t, plan, _take(rows.columns["pk"], later)),
+                self._typed_keys(t, plan, _take(rows.columns["before"], updates), images=True),
+            ]).cast(upserted.schema)  # fmt: skip
+            gone.append(candidates.join(keep, keys, join_type="left anti"))
         if not gone:
             return source
-        upserted = pa.array([op == "U" and k in gone for k, op in zip(in_source, is_upsert, strict=True)])
-        deleted = {k for k, op in zip(in_source, is_upsert, strict=True) if op == "D"}
-        extra = sorted(gone - deleted, key=repr)
-        kept = source.filter(pc.invert(upserted))
-        columns = {k: list(v) for k, v in zip(keys, zip(*extra, strict=True), strict=True)} if extra else {}
+        drop = pa.concat_tables(gone).group_by(keys, use_threads=False).aggregate([])
+        if not drop.num_rows:
+            return source
+        numbered = source.select(keys).append_column("__row", _arange(source.num_rows))
+        hit = numbered.join(drop, keys, join_type="inner").column("__row")
+        kept = source.filter(
+            pc.invert(pc.and_(pc.is_in(_arange(source.num_rows), value_set=hit), pc.equal(op, "U")))
+        )
+        extra = drop.join(source.filter(pc.equal(op, "D")).select(keys), keys, join_type="left anti")
         more = pa.table(
-            {f.name: pa.array(columns.get(f.name, [None] * len(extra)), f.type) for f in plan.schema}
-            | {_OP: pa.array(["D"] * len(extra), pa.string())}
+            {
+                f.name: extra.column(f.name) if f.name in keys else pa.nulls(extra.num_rows, f.type)
+                for f in plan.schema
+            }
+            | {_OP: pa.array(["D"] * extra.num_rows, pa.string())}
         )
         return pa.concat_tables([kept, more.cast(kept.schema)])
 
-    def _typed_keys(self, t: Table, plan: _Plan, texts: pa.Array, *, images: bool = False) -> list[tuple]:
+    def _typed_keys(self, t: Table, plan: _Plan, texts: pa.Array, *, images: bool = False) -> pa.Table:
         """The keys of pk texts (or of whole row images) as the current-state table types them."""
+        names = [c.name for c in plan.keys]
         if not len(texts):
-            return []
+            return plan.schema.empty_table().select(names)
         read = read_images(texts, t.columns if images else plan.keys)
         arrays = []
         for c in plan.keys:
             build = plan.builds[t.columns.index(c)]
             arrays.append(build(pa.chunked_array(read.column(c.name).chunks, json_type(c))))
-        return list(zip(*(a.to_pylist() for a in arrays), strict=True))
+        return pa.table(dict(zip(names, arrays, strict=True)))
 
     def _read_source(self, t: Table, plan: _Plan, idx: pa.Array, rows: BatchRows) -> pa.Table:
         """The MERGE source from the images as ``read_images`` reads them, which raises where
@@ -887,8 +898,22 @@ def _ranged_key(t: Table) -> bool:
     )
 
 
-def _key_tuples(data: pa.Table, keys: list[str]) -> list[tuple]:
-    return list(zip(*(data.column(k).to_pylist() for k in keys), strict=True))
+def _in_range(columns: list[Any], low: list | None, high: list | None) -> Any:
+    """Whether each key (``columns``, lexicographically) is at least ``low`` and below ``high``."""
+
+    def compare(bound: list, strict: Any, last: Any) -> Any:
+        values = [pa.scalar(b, col.type) for col, b in zip(columns, bound, strict=True)]  # uint64 past int64
+        mask = last(columns[-1], values[-1])
+        for col, b in zip(reversed(columns[:-1]), reversed(values[:-1]), strict=True):
+            mask = pc.or_(strict(col, b), pc.and_(pc.equal(col, b), mask))
+        return mask
+
+    mask = pa.repeat(True, len(columns[0]) if columns else 0)
+    if low is not None:
+        mask = pc.and_(mask, compare(low, pc.greater, pc.greater_equal))
+    if high is not None:
+        mask = pc.and_(mask, compare(high, pc.less, pc.less))
+    return mask
 
 
 def _source(plan: _Plan, arrays: list[ArrowValues], upserts: int, deletes: int) -> pa.Table:
