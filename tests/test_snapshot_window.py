@@ -214,3 +214,45 @@ def test_the_reader_options():
         opts(snapshotreader="jdbc")
     with pytest.raises(ValueError, match="snapshotServerIds is an id or LOW-HIGH"):
         opts(snapshotserverids="a-b")
+
+
+def test_a_ddl_on_the_table_in_the_window_reads_the_chunk_again(db, monkeypatch):
+    """An ALTER of the table between the read and its high position (the select list and the
+    window's row images would not agree) makes the executor read the chunk again; a DDL on
+    another table does not."""
+    from pycanal.snapshot import window
+
+    db.execute(f"CREATE TABLE {SCHEMA}.altered (id INT PRIMARY KEY, v INT)")
+    db.execute(f"CREATE TABLE {SCHEMA}.bystander (id INT PRIMARY KEY)")
+    db.execute(f"INSERT INTO {SCHEMA}.altered VALUES (1, 1), (2, 2)")
+    read, reads = window._read_columns, []
+
+    def read_then(ddl: list[str]):
+        def wrapped(*args):
+            out = read(*args)
+            reads.append(1)
+            if len(reads) <= len(ddl):
+                db.execute(ddl[len(reads) - 1])
+            return out
+
+        return wrapped
+
+    with _conn(db) as conn:
+        t = describe(conn, SCHEMA, "altered")
+        chunk = Chunk(SCHEMA, "altered", None, None)
+        monkeypatch.setattr(
+            window, "_read_columns", read_then([f"ALTER TABLE {SCHEMA}.bystander ADD COLUMN w INT"])
+        )
+        assert read_chunk_window(conn, _source(db), t, chunk, 5400).num_rows == 2
+        assert len(reads) == 1
+        reads.clear()
+        monkeypatch.setattr(
+            window, "_read_columns", read_then([f"ALTER TABLE {SCHEMA}.altered ADD COLUMN w INT"])
+        )
+        got = read_chunk_window(conn, _source(db), t, chunk, 5400)
+        assert len(reads) == 2 and got.columns[0].to_pylist() == [1, 2]
+        reads.clear()
+        ddl = [f"ALTER TABLE {SCHEMA}.altered ADD COLUMN x{i} INT" for i in range(3)]
+        monkeypatch.setattr(window, "_read_columns", read_then(ddl))
+        with pytest.raises(SnapshotError, match="a DDL on the table lay in the window of 3 reads in a row"):
+            read_chunk_window(conn, _source(db), t, chunk, 5400)
