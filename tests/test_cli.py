@@ -98,3 +98,9 @@ def test_demo_job(tmp_path: Path) -> None:
         assert line.endswith("OK"), line
     assert "(ALTER TABLE done)" in out and "all tables equal" in out
     assert (tmp_path / "var" / "demo" / "lake" / "current" / "shop" / "orders" / "_delta_log").is_dir()
+
+
+def test_pipeline_refuses_an_unknown_snapshot_reader(tmp_path: Path) -> None:
+    done = run("pipeline", "--address", "127.0.0.1:1", "--lake", str(tmp_path), "--snapshot-reader", "jdbc")
+    assert done.returncode == 2 and "--snapshot-reader is connectorx or pymysql" in done.stderr
+    assert not list(tmp_path.iterdir())  # refused before any Spark or lake work

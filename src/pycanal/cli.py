@@ -355,6 +355,9 @@ def pipeline(
     if apply_on not in ("driver", "executors"):
         typer.echo("pycanal: error: --apply-on is driver or executors", err=True)
         raise typer.Exit(2)
+    if snapshot_reader not in (None, "connectorx", "pymysql"):
+        typer.echo("pycanal: error: --snapshot-reader is connectorx or pymysql", err=True)
+        raise typer.Exit(2)
     if snapshot not in ("never", "initial") or (snapshot == "initial" and not source):
         typer.echo(
             "pycanal: error: --snapshot is never or initial; initial needs --source HOST:PORT", err=True
