@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -148,12 +150,10 @@ def _all_rows(db, table):
         ]
 
 
-def test_a_chunk_is_the_table_at_its_position_while_a_writer_runs(db):
-    """Replaying the binlog after a chunk's position over its rows gives the table's final rows:
-    the position is exactly the snapshot's (no change before it missing, none after it seen)."""
-    db.execute(f"CREATE TABLE {SCHEMA}.hot (id INT PRIMARY KEY, v INT)")
-    db.execute(f"INSERT INTO {SCHEMA}.hot VALUES " + ", ".join(f"({i}, 0)" for i in range(200)))
-    start = db.flush_binary_logs().name
+@contextmanager
+def _writing(db, table: str, keys: int, first_new: int) -> Iterator[None]:
+    """A writer in ``table`` until the block ends: updates of keys below ``keys``, inserts from
+    ``first_new`` on, deletes of its fifth-latest insert."""
     stop = threading.Event()
 
     def write() -> None:
@@ -161,19 +161,29 @@ def test_a_chunk_is_the_table_at_its_position_while_a_writer_runs(db):
         with db.root_connection() as conn, conn.cursor() as cur:
             while not stop.is_set():
                 n += 1
-                cur.execute(f"UPDATE {SCHEMA}.hot SET v = v + 1 WHERE id = %s", (n % 200,))
-                cur.execute(f"INSERT INTO {SCHEMA}.hot VALUES (%s, %s)", (1000 + n, n))
-                cur.execute(f"DELETE FROM {SCHEMA}.hot WHERE id = %s", (1000 + n - 5,))
+                cur.execute(f"UPDATE {SCHEMA}.{table} SET v = v + 1 WHERE id = %s", ((n * 7919) % keys,))
+                cur.execute(f"INSERT INTO {SCHEMA}.{table} VALUES (%s, %s)", (first_new + n, n))
+                cur.execute(f"DELETE FROM {SCHEMA}.{table} WHERE id = %s", (first_new + n - 5,))
 
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        reads = []
-        for _ in range(5):
-            reads.append(_snapshot(db, "hot", chunk_rows=10_000)[2][0])
+        yield
     finally:
         stop.set()
         writer.join()
+
+
+def test_a_chunk_is_the_table_at_its_position_while_a_writer_runs(db):
+    """Replaying the binlog after a chunk's position over its rows gives the table's final rows:
+    the position is exactly the snapshot's (no change before it missing, none after it seen)."""
+    db.execute(f"CREATE TABLE {SCHEMA}.hot (id INT PRIMARY KEY, v INT)")
+    db.execute(f"INSERT INTO {SCHEMA}.hot VALUES " + ", ".join(f"({i}, 0)" for i in range(200)))
+    start = db.flush_binary_logs().name
+    with _writing(db, "hot", 200, 1000):
+        reads = []
+        for _ in range(5):
+            reads.append(_snapshot(db, "hot", chunk_rows=10_000)[2][0])
     end = db.flush_binary_logs().name
     names = [p.name for p in db.binlog_files()]
     files = [db.binlog_dir / n for n in names[names.index(start) : names.index(end)]]
@@ -364,30 +374,11 @@ def test_each_window_chunk_is_the_table_at_its_position_while_a_writer_runs(db):
     db.execute(f"CREATE TABLE {SCHEMA}.hotw (id INT PRIMARY KEY, v INT)")
     start = db.flush_binary_logs().name
     db.execute(f"INSERT INTO {SCHEMA}.hotw VALUES " + ", ".join(f"({i}, 0)" for i in range(20_000)))
-    stop = threading.Event()
-
-    def write() -> None:
-        n = 0
-        with db.root_connection() as conn, conn.cursor() as cur:
-            while not stop.is_set():
-                n += 1
-                cur.execute(f"UPDATE {SCHEMA}.hotw SET v = v + 1 WHERE id = %s", ((n * 7919) % 20_000,))
-                cur.execute(f"INSERT INTO {SCHEMA}.hotw VALUES (%s, %s)", (20_000 + n, n))
-                cur.execute(f"DELETE FROM {SCHEMA}.hotw WHERE id = %s", (20_000 + n - 5,))
-
-    writer = threading.Thread(target=write)
-    writer.start()
-    try:
-        with _conn(db) as conn:
-            t = describe(conn, SCHEMA, "hotw")
-            reads: list[ChunkColumns] = []
-            for lower, upper in ((None, (10_000,)), ((10_000,), None)) * 4:
-                reads.append(
-                    read_chunk_window(conn, _source(db), t, Chunk(SCHEMA, "hotw", lower, upper), 5400)
-                )
-    finally:
-        stop.set()
-        writer.join()
+    with _writing(db, "hotw", 20_000, 20_000), _conn(db) as conn:
+        t = describe(conn, SCHEMA, "hotw")
+        reads: list[ChunkColumns] = []
+        for lower, upper in ((None, (10_000,)), ((10_000,), None)) * 4:
+            reads.append(read_chunk_window(conn, _source(db), t, Chunk(SCHEMA, "hotw", lower, upper), 5400))
     end = db.flush_binary_logs().name
     names = [p.name for p in db.binlog_files()]
     files = [db.binlog_dir / n for n in names[names.index(start) : names.index(end)]]
