@@ -465,3 +465,27 @@ def test_a_ddl_on_the_table_in_the_window_reads_the_chunk_again(db, monkeypatch)
         monkeypatch.setattr(window, "_read_columns", read_then(ddl))
         with pytest.raises(SnapshotError, match="a DDL on the table lay in the window of 3 reads in a row"):
             read_chunk_window(conn, _source(db), t, chunk, 5400)
+
+
+def test_a_window_read_without_replication_slave_names_the_chunk_and_the_way_out(db, monkeypatch):
+    from pycanal.snapshot import window
+
+    db.execute("CREATE USER IF NOT EXISTS 'noslave'@'%' IDENTIFIED BY 'pw'")
+    db.execute("GRANT SELECT, REPLICATION CLIENT ON *.* TO 'noslave'@'%'")
+    db.execute(f"CREATE TABLE {SCHEMA}.noslave (id INT PRIMARY KEY)")
+    db.execute(f"INSERT INTO {SCHEMA}.noslave VALUES (1), (2)")
+    read = window._read_columns
+
+    def read_then_write(*args):
+        out = read(*args)
+        db.execute(f"INSERT INTO {SCHEMA}.noslave VALUES (3)")  # a window to read
+        return out
+
+    monkeypatch.setattr(window, "_read_columns", read_then_write)
+    source = Source(db.host, db.port, "noslave", "pw")
+    with connect(db.host, db.port, "noslave", "pw") as conn:
+        t = describe(conn, SCHEMA, "noslave")
+        with pytest.raises(SnapshotError, match=r"as replica 5400 failed: .*snapshotReader=pymysql") as info:
+            read_chunk_window(conn, source, t, Chunk(SCHEMA, "noslave", None, None), 5400)
+    assert str(info.value).startswith(f"{SCHEMA}.noslave chunk [None, None): reading the binlog window ")
+    assert "REPLICATION SLAVE" in str(info.value)

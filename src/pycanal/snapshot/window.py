@@ -45,6 +45,7 @@ from pycanal.binlog.rows import MISSING
 from pycanal.binlog.tablemap import TableMap
 from pycanal.binlog.values import float32
 from pycanal.mysql.connection import ReplicaConnection
+from pycanal.mysql.errors import MysqlError
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.history import SchemaHistory
 from pycanal.parse.position import binlog_file_order
@@ -339,7 +340,14 @@ def read_chunk_window(
         high = _master_position(conn)
         if not _before(low, high):
             return ChunkColumns(table, chunk, high[0], high[1], seconds, columns, 0, low)
-        changed = changed_keys(source, server_id, table, low, high)
+        try:
+            changed = changed_keys(source, server_id, table, low, high)
+        except MysqlError as exc:
+            raise SnapshotError(
+                f"{chunk}: reading the binlog window {low[0]}:{low[1]} - {high[0]}:{high[1]} from "
+                f"{source.host}:{source.port} as replica {server_id} failed: {exc} (the connectorx reader "
+                "needs REPLICATION SLAVE and a server_id no other replica uses; snapshotReader=pymysql does not)"
+            ) from exc
         if changed is None:
             continue  # a DDL on the table during the read: read it again
         dropped = 0
