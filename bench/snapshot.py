@@ -176,7 +176,8 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
                                   filter=f"{db.database}\\..*",
                                   snapshot="initial", source=f"{db.host}:{db.port}", source_user=db.repl_user,
                                   source_password=db.repl_password, snapshot_chunk_rows=args.chunk_rows,
-                                  snapshot_parallelism=args.parallelism, snapshot_reader=args.reader)  # fmt: skip
+                                  snapshot_parallelism=args.parallelism, snapshot_reader=args.reader,
+                                  apply_share=args.apply_share)  # fmt: skip
         try:
             first_chunks: list[float] = []  # when the first micro-batch with chunks was planned
 
@@ -221,6 +222,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         "rows_per_s_after_startup": round(int(rows) / (secs - startup)) if startup else None,
         "lake_equal_after_s": round(equal_s, 1),
         "reader": args.reader,
+        "apply_share": args.apply_share,
         "writer_rate": args.rate,
         "writer_alone_txn_per_s": round(alone),
         "writer_during_txn_per_s": round(during),
@@ -244,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-readers", action="store_true")
     ap.add_argument(
         "--reader", choices=("connectorx", "pymysql"), default="connectorx", help="the job's chunk reader"
+    )
+    ap.add_argument(
+        "--apply-share", type=float, default=1.0, help="the job's apply_share (current-state rounds)"
     )
     args = ap.parse_args(argv)
     lake_run: dict[str, Any] | None = None
