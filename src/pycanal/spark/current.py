@@ -132,6 +132,7 @@ class BatchRows:
         self.op = _AsList(self.columns["op"])
         self.file = _AsList(position.field("file"))
         self.offset = _AsList(position.field("offset"))
+        self.chunks = pc.any(pc.equal(self.columns["op"], CHUNK)).as_py() is True  # a snapshot chunk's range
 
     def at_or_after(self, idx: pa.Array, file: str, offset: int) -> pa.Array:
         """The rows of ``idx`` at binlog position (file, offset) or later."""
@@ -155,7 +156,7 @@ class BatchRows:
         """The data rows of ``[start, stop)`` with a key: (database, table, row numbers) per table, in
         the order of their first rows."""
         op, pk = (self.columns[c].slice(start, stop - start) for c in ("op", "pk"))
-        keyed = pc.or_(pk.is_valid(), pc.equal(op, CHUNK).fill_null(False))
+        keyed = pc.or_(pk.is_valid(), pc.equal(op, CHUNK).fill_null(False)) if self.chunks else pk.is_valid()
         data = pc.and_(pc.not_equal(op, "DDL").fill_null(True), keyed)
         rows = pc.add(pc.indices_nonzero(data).cast(pa.int64()), start)
         names = pa.table({c: self.columns[c].take(rows) for c in ("database", "table")})
@@ -471,8 +472,10 @@ class CurrentState:
         first = f"first at {rows.file[i]}:{rows.offset[i]}"
         t = self._table(database, table, first)
         plan = self._plan(t)
-        is_chunk = pc.equal(rows.columns["op"].take(idx), CHUNK)
-        chunks, idx = idx.filter(is_chunk), idx.filter(pc.invert(is_chunk))
+        chunks = idx[:0]
+        if rows.chunks:
+            is_chunk = pc.equal(rows.columns["op"].take(idx), CHUNK)
+            chunks, idx = idx.filter(is_chunk), idx.filter(pc.invert(is_chunk))
         source = None
         if plan.readable and len(idx) >= _SMALL:
             try:
