@@ -279,16 +279,13 @@ def changed_keys(
     name = table.name.lower()
     try:
         repl.dump(low[0], low[1], non_blocking=True)
+        # MariaDB only (L needs binlog_snapshot_position): its compressed rows events decode as
+        # rows events, and MySQL's TRANSACTION_PAYLOAD never comes.
         for e in repl.events():
             if isinstance(e, ev.RowsEvent):
                 tm = e.table_map
                 if tm is not None and tm.schema == table.schema and tm.table == table.name:
                     keys.update(_rows_keys(e, table.key))
-            elif isinstance(e, ev.TransactionPayloadEvent):
-                for inner in e.events:
-                    if isinstance(inner, ev.RowsEvent) and inner.table_map is not None:
-                        if (inner.table_map.schema, inner.table_map.table) == (table.schema, table.name):
-                            keys.update(_rows_keys(inner, table.key))
             elif isinstance(e, ev.QueryEvent) and is_ddl(e.query) and name in e.query.lower():
                 return None
             at = repl.position
