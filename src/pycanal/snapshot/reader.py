@@ -92,14 +92,17 @@ def _float(v: str) -> float:
     return float32(float(v))
 
 
-def _set(v: str) -> list[str]:
+def set_labels(v: str) -> list[str]:
+    """A SET value's text as the decoder gives it: its labels."""
     return v.split(",") if v else []
 
 
-_TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"})
-_BYTES_TYPES = frozenset({
-    "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "geometry", "point", "linestring",
-    "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection",
+# DATA_TYPEs by how a reader selects them (pycanal.snapshot.window shares them).
+TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"})
+BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+GEOMETRY_TYPES = frozenset({
+    "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+    "geometrycollection",
 })  # fmt: skip
 _TEMPORAL = frozenset({"date", "datetime", "timestamp", "time"})
 
@@ -117,11 +120,11 @@ def _column(c: SourceColumn) -> tuple[str, Callable[[Any], Any] | None]:
         return name, float
     if t == "bit":
         return name, _bit
-    if t in _TEMPORAL or t in _TEXT_TYPES or t == "enum":
+    if t in _TEMPORAL or t in TEXT_TYPES or t == "enum":
         return name, None
     if t == "set":
-        return name, _set
-    if t in _BYTES_TYPES:
+        return name, set_labels
+    if t in BINARY_TYPES or t in GEOMETRY_TYPES:
         return name, None
     if t in ("inet4", "inet6", "uuid"):
         return f"CAST({name} AS BINARY)", None  # the binlog carries their binary form

@@ -51,7 +51,7 @@ from pycanal.parse.meta.history import SchemaHistory
 from pycanal.parse.position import binlog_file_order
 
 from .chunks import INTEGER_TYPES, Chunk, chunk_where
-from .reader import SnapshotError, snapshot_position
+from .reader import BINARY_TYPES, GEOMETRY_TYPES, TEXT_TYPES, SnapshotError, set_labels, snapshot_position
 from .tables import SourceColumn, SourceTable, quote, text
 
 __all__ = ["ChunkColumns", "Source", "changed_keys", "read_chunk_window", "select_list"]
@@ -95,12 +95,6 @@ class ChunkColumns:
         return len(self.columns[0]) if self.columns else 0
 
 
-_TEXT = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json", "enum"})
-_BYTES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
-_AS_BINARY = frozenset({
-    "inet4", "inet6", "uuid", "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
-    "multipolygon", "geometrycollection",
-})  # fmt: skip
 _EPOCH = datetime(1970, 1, 1)
 
 
@@ -125,15 +119,11 @@ def _fsp(column_type: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _set(v: str) -> list[str]:
-    return v.split(",") if v else []
-
-
 def _column(c: SourceColumn) -> tuple[str, Callable[[Any], Any] | None]:
     """The select expression of a column for connectorx and the converter of its non-NULL values
     (None: the Arrow array is the decoder's form already, or its Python values are)."""
     name, t = quote(c.name), c.data_type
-    if t in INTEGER_TYPES or t in _TEXT or t in _BYTES or t in ("double", "real"):
+    if t in INTEGER_TYPES or t in TEXT_TYPES or t in BINARY_TYPES or t in ("enum", "double", "real"):
         return name, None
     if t in ("decimal", "numeric"):
         return f"CAST({name} AS CHAR)", Decimal  # connectorx rounds past 10 places, fails past 28 digits
@@ -147,8 +137,8 @@ def _column(c: SourceColumn) -> tuple[str, Callable[[Any], Any] | None]:
         # the stored UTC instant whatever the session's time zone (connectorx cannot set one)
         return f"CAST(UNIX_TIMESTAMP({name}) AS CHAR)", _timestamp(_fsp(c.column_type))
     if t == "set":
-        return name, _set
-    if t in _AS_BINARY:
+        return name, set_labels
+    if t in GEOMETRY_TYPES or t in ("inet4", "inet6", "uuid"):
         return f"CAST({name} AS BINARY)", None  # the binlog's form; connectorx cannot read GEOMETRY
     raise ValueError(f"column {c.name} has type {c.column_type}, which the snapshot cannot read yet")
 
@@ -167,17 +157,12 @@ def select_list(table: SourceTable) -> tuple[list[str], list[Callable[[Any], Any
 
 
 def _decoder_form(column: pa.Array, conv: Callable[[Any], Any] | None) -> pa.Array | list:
-    if (
-        pa.types.is_integer(column.type)
-        or pa.types.is_string(column.type)
-        or pa.types.is_large_string(column.type)
-    ):
-        if conv is None:
-            return column
-    values = column.to_pylist()
+    """Integers and text stay Arrow arrays; other values become the decoder's Python values."""
     if conv is None:
-        return values
-    return [None if v is None else conv(v) for v in values]
+        kind = column.type
+        native = pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        return column if native else column.to_pylist()
+    return [None if v is None else conv(v) for v in column.to_pylist()]
 
 
 def _read_columns(conn: Any, source: Source, table: SourceTable, chunk: Chunk) -> list[pa.Array | list]:

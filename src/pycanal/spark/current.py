@@ -540,10 +540,15 @@ class CurrentState:
             candidates = candidates.filter(_in_range([candidates.column(k) for k in keys], low, high))
             if not candidates.num_rows:
                 continue
-            here = rows.at_or_after(idx, at[0], at[1])
             later = rows.at_or_after(idx, at[0], at[1] + 1)
-            reads = here.filter(pc.equal(rows.columns["op"].take(here), "READ"))
-            reads = reads.filter(pc.equal(rows.columns["position"].field("offset").take(reads), at[1]))
+            position = rows.columns["position"]
+            reads = idx.filter(
+                pc.and_(
+                    pc.equal(rows.columns["op"].take(idx), "READ"),
+                    pc.and_(pc.equal(position.field("offset").take(idx), at[1]),
+                            pc.equal(position.field("file").take(idx), at[0])),
+                )
+            )  # fmt: skip
             updates = later.filter(pc.equal(rows.columns["op"].take(later), "UPDATE"))
             keep = pa.concat_tables([
                 self._typed_keys(t, plan, _take(rows.columns["pk"], reads)),

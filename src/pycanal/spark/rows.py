@@ -462,16 +462,17 @@ class SnapshotRows(_RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                 yield from _batches(self._runs([read]), rows_per_batch)
                 continue
             n, t = _chunk_size(read), read.table
-            pks, afters = _chunk_images(read) if n else (None, pa.array([], pa.string()))
-            first = self._b.take(read.file, read.pos, n)
-            for a in range(0, n, rows_per_batch):
-                m = min(rows_per_batch, n - a)
-                nulls = pa.nulls(m, pa.string())
-                yield _record_batch(
-                    ["READ"] * m, [t.schema] * m, [t.name] * m, pks.slice(a, m) if pks is not None else nulls, nulls,
-                    afters.slice(a, m), [read.file] * m, [read.pos] * m, range(first + a, first + a + m), nulls,
-                    [read.seconds * 1_000_000] * m, nulls, nulls,
-                )  # fmt: skip
+            if n:
+                pks, afters = _chunk_images(read)
+                first = self._b.take(read.file, read.pos, n)
+                for a in range(0, n, rows_per_batch):
+                    m = min(rows_per_batch, n - a)
+                    nulls = pa.nulls(m, pa.string())
+                    yield _record_batch(
+                        ["READ"] * m, [t.schema] * m, [t.name] * m, pks.slice(a, m) if pks is not None else nulls, nulls,
+                        afters.slice(a, m), [read.file] * m, [read.pos] * m, range(first + a, first + a + m), nulls,
+                        [read.seconds * 1_000_000] * m, nulls, nulls,
+                    )  # fmt: skip
             chunk = self._chunk_run(read)
             if chunk is not None:
                 yield from _batches([chunk], 1)
@@ -519,26 +520,31 @@ _PLAIN = r"^[^\x00-\x1f\"\\]*$"
 
 def _json_texts(values: Sequence[Any] | pa.Array) -> pa.Array:
     """``_value`` of each value (non-null texts), by Arrow kernels for integers and plain strings."""
-    if isinstance(values, pa.Array):
-        if pa.types.is_integer(values.type):
-            return pc.cast(values, pa.string()).fill_null("null")
-        if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-            strings = values.cast(pa.string())
+    array = values if isinstance(values, pa.Array) else _plain_array(values)
+    if array is not None:
+        if pa.types.is_integer(array.type):
+            return pc.cast(array, pa.string()).fill_null("null")
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            strings = array.cast(pa.string())
             if pc.all(pc.match_substring_regex(strings, _PLAIN)).as_py() is not False:
                 return pc.binary_join_element_wise('"', strings, '"', "").fill_null("null")
-        values = values.to_pylist()
+        if isinstance(values, pa.Array):
+            values = values.to_pylist()
+    return pa.array([_value(v) for v in values], pa.string())
+
+
+def _plain_array(values: Sequence[Any]) -> pa.Array | None:
+    """``values`` as an Arrow array when all are integers or all strings (and Arrow holds them)."""
     kinds = {type(v) for v in values}
     kinds.discard(type(None))
     try:
         if kinds == {int}:
-            return pc.cast(pa.array(values), pa.string()).fill_null("null")
+            return pa.array(values)
         if kinds == {str}:
-            strings = pa.array(values, pa.string())
-            if pc.all(pc.match_substring_regex(strings, _PLAIN)).as_py() is not False:
-                return pc.binary_join_element_wise('"', strings, '"', "").fill_null("null")
+            return pa.array(values, pa.string())
     except (pa.ArrowInvalid, OverflowError, UnicodeError):
         pass  # integers no Arrow type holds (or text Arrow cannot encode): one by one
-    return pa.array([_value(v) for v in values], pa.string())
+    return None
 
 
 def _objects(names: list[str], texts: list[pa.Array]) -> pa.Array:
