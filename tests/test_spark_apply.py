@@ -580,7 +580,7 @@ def test_the_change_log_is_folded_while_streaming(
     on_disk = {str(p.relative_to(log.dir)) for p in log.dir.rglob("*.parquet")}
     assert on_disk == set(log.files())  # retention 0: only the live files are left
     # Spark reads folded and unfolded files alike, with the partition values as columns.
-    applier = ChangeApplier(streamed, schema_ddl=SHOP, maintenance=upkeep)
+    applier = ChangeApplier(streamed, schema_ddl=SHOP, maintenance=Maintenance(fold_every=0))
     applier(arrow_rows([row("DELETE", 5000, item(b"k1", 1, "new"), None)]), 10)
     assert any(f.startswith("_pycanal_batches") for f in log.files()) and log.folded_through() >= 8
     got = read_change_log(spark, streamed).groupBy("table_name", "date").count().collect()

@@ -271,10 +271,31 @@ class ChangeLog:
             raise ValueError(f"fold fanout must be at least 2, not {fanout}")
         m = self._finish(self.manifest())
         intent = self.manifests / "folding.json"
+        redone = None
         if intent.is_file():
             pending = json.loads(intent.read_text())["through"]
             if pending > m["through"]:
-                upto = pending  # an interrupted fold: redone over the same batches, to the same names
+                # An interrupted fold: redone first over the same batches, to the same names (its
+                # files may be on disk), then the batches after it up to ``upto``.
+                redone = self._fold(pending, m, intent, retention_seconds, fanout, target_bytes)
+                if pending >= upto:
+                    return redone
+                m = self._finish(self.manifest())
+        done = self._fold(upto, m, intent, retention_seconds, fanout, target_bytes)
+        if redone is None or done is None:
+            return done or redone
+        return {k: v if k == "through" else v + redone[k] for k, v in done.items()}
+
+    def _fold(
+        self,
+        upto: int,
+        m: dict[str, Any],
+        intent: Path,
+        retention_seconds: float,
+        fanout: int,
+        target_bytes: int,
+    ) -> dict[str, int] | None:
+        """One fold of the batches up to ``upto`` after the manifest ``m``."""
         ids = [b for b in self.batch_ids() if b <= upto]
         if not ids:
             self._expire(retention_seconds)
