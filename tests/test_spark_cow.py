@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -83,6 +84,134 @@ def test_random_changes_read_back_by_delta_rs_equal_the_model(tmp_path: Path, ca
     dt.create_checkpoint()  # delta-rs replays the entries into its own checkpoint
     assert contents(t.path) == model
     assert json.loads((t.path / "_delta_log" / "_last_checkpoint").read_text())["version"] == 40
+
+
+def _checkpoint_rows(path: Path, version: int) -> dict[str, Any]:
+    """A checkpoint's rows by action, comparable whoever wrote it (stats parsed, sorted by path)."""
+    data = pq.read_table(path / "_delta_log" / f"{version:020d}.checkpoint.parquet").to_pylist()
+    out: dict[str, Any] = {"add": {}, "remove": {}, "txn": {}}
+    for r in data:
+        (kind, action), *_ = [(k, v) for k, v in r.items() if v is not None]
+        if kind == "add":
+            out["add"][action["path"]] = {**action, "stats": json.loads(action["stats"])}
+        elif kind == "remove":
+            out["remove"][action["path"]] = action
+        elif kind == "txn":
+            out["txn"][action["appId"]] = action["version"]
+        else:
+            out[kind] = action
+    return out
+
+
+def test_checkpoints_from_the_previous_one_equal_delta_rs_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a first checkpoint by delta-rs, the next ones are made from the one before and the
+    log entries since (``pycanal.spark.checkpoint``): the same rows delta-rs writes for that
+    version, and a reader with only the checkpoint (no JSON entry before it) loads the table."""
+    import shutil
+
+    path = tmp_path / "t"
+    week = {"delta.deletedFileRetentionDuration": "interval 7 days"}
+    write_deltalake(str(path), SCHEMA.empty_table(), mode="error", configuration=week)
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), file_bytes=1500)  # several files, cut and merged
+    rnd, model = random.Random(11), {}
+
+    def writes(first: int, last: int) -> None:
+        for txn in range(first, last + 1):
+            pairs = {
+                rnd.randrange(300): None if rnd.random() < 0.3 else rnd.randrange(1000) for _ in range(25)
+            }
+            t.write(*rows(pairs), txn, {})
+            for k, v in pairs.items():
+                if v is None:
+                    model.pop(k, None)
+                else:
+                    model[k] = (v, f"s{v}" if v % 3 else None)
+
+    by_delta_rs, real = [], DeltaTable.create_checkpoint
+
+    def spy(self: DeltaTable) -> None:
+        by_delta_rs.append(self.version())
+        real(self)
+
+    monkeypatch.setattr(DeltaTable, "create_checkpoint", spy)
+    writes(1, 10)
+    t.checkpoint()  # delta-rs: there is no checkpoint to start from
+    writes(11, 30)
+    t.checkpoint()
+    writes(31, 45)
+    t.checkpoint()
+    assert by_delta_rs == [10]
+    assert json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"] == 45
+
+    ref = tmp_path / "ref"
+    shutil.copytree(path, ref)
+    (ref / "_delta_log" / f"{45:020d}.checkpoint.parquet").unlink()
+    (ref / "_delta_log" / "_last_checkpoint").unlink()
+    real(DeltaTable(str(ref)))  # delta-rs' checkpoint of the same version
+    ours, theirs = _checkpoint_rows(path, 45), _checkpoint_rows(ref, 45)
+    assert len(ours["add"]) == len(t.files) > 3 and len(ours["remove"]) > 30
+    assert ours == theirs
+
+    only = tmp_path / "only"
+    shutil.copytree(path, only)
+    for entry in (only / "_delta_log").glob("*.json"):
+        entry.unlink()  # a reader has only the checkpoint
+    dt = DeltaTable(str(only))
+    assert dt.version() == 45 and dt.transaction_version("app") == 45
+    assert dt.metadata().configuration == week
+    assert contents(only) == model
+
+    # A property change (a metaData action) is not applied to a checkpoint here: delta-rs makes
+    # the next one. A compaction (adds and removes) is.
+    dt = DeltaTable(str(path))
+    dt.alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 8 days"})
+    t.reload()
+    writes(47, 50)
+    t.checkpoint()
+    dt.update_incremental()
+    assert dt.optimize.compact(target_size=1 << 20)["numFilesRemoved"] > 1
+    t.reload()
+    writes(52, 55)
+    t.checkpoint()
+    assert by_delta_rs == [10, 50] and t.version == 55
+    dt = DeltaTable(str(path))
+    assert dt.metadata().configuration["delta.deletedFileRetentionDuration"] == "interval 8 days"
+    assert len(dt.file_uris()) == len(t.files) and contents(path) == model
+
+
+def test_a_checkpoint_drops_the_tombstones_past_their_retention() -> None:
+    from pycanal.spark.checkpoint import next_checkpoint, retention_ms
+
+    assert retention_ms({}) == 7 * 86_400_000
+    assert retention_ms({"delta.deletedFileRetentionDuration": "interval 1 hours"}) == 3_600_000
+    assert retention_ms({"delta.deletedFileRetentionDuration": "interval 30 minute"}) == 1_800_000
+    assert retention_ms({"delta.deletedFileRetentionDuration": "P1D"}) is None  # unread: none dropped
+    schema = pa.schema([
+        ("add", pa.struct([("path", pa.string()), ("size", pa.int64())])),
+        ("remove", pa.struct([("path", pa.string()), ("deletionTimestamp", pa.int64())])),
+        ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
+    ])  # fmt: skip
+    previous = pa.Table.from_pylist(
+        [{"add": {"path": "a", "size": 1}}, {"add": {"path": "b", "size": 2}},
+         {"remove": {"path": "old", "deletionTimestamp": 100}}, {"remove": {"path": "new", "deletionTimestamp": 900}},
+         {"txn": {"appId": "app", "version": 3}}, {"txn": {"appId": "other", "version": 8}}],
+        schema=schema,
+    )  # fmt: skip
+    adds = [{"path": "c", "size": 3}, {"path": "d", "size": 4}]
+    removes = [{"path": "a", "deletionTimestamp": 1000}, {"path": "d", "deletionTimestamp": 1000}]
+    txns = [
+        {"appId": "app", "version": 4, "lastUpdated": 900},
+        {"appId": "app", "version": 5, "lastUpdated": 1000},
+    ]
+    got = next_checkpoint(previous, adds, removes, txns, 500)
+    rows_by_kind = [next((k, v["path"] if "path" in v else (v["appId"], v["version"])) for k, v in r.items() if v)
+                    for r in got.to_pylist()]  # fmt: skip
+    assert sorted(rows_by_kind) == [
+        ("add", "b"), ("add", "c"), ("remove", "a"), ("remove", "d"), ("remove", "new"),
+        ("txn", ("app", 5)), ("txn", ("other", 8)),
+    ]  # fmt: skip
 
 
 def test_key_ranges_spare_the_files_no_changed_key_can_be_in(tmp_path: Path) -> None:

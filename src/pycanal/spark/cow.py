@@ -40,6 +40,8 @@ from deltalake import DeltaTable
 
 from pycanal import __version__
 
+from .checkpoint import from_log
+
 __all__ = ["CONTENTS", "Contents", "KeyedTable", "unsupported"]
 
 _WRITER_FEATURES = {"timestampNtz", "appendOnly", "invariants"}  # invariants/appendOnly: checked unused
@@ -330,6 +332,22 @@ class KeyedTable:
             low, high = stats["minValues"][self.range_key], stats["maxValues"][self.range_key]
         text = json.dumps(stats, separators=(",", ":"))
         return name, _File(os.path.getsize(self.path / name), low, high), text
+
+    # ------------------------------------------------------------------ upkeep
+    def compactable(self, target_bytes: int) -> bool:
+        """Whether compaction into files of ``target_bytes`` has anything to merge here (two live
+        files that fit in one); True where this writer does not know the files."""
+        if not self.writable:
+            return True
+        sizes = sorted(f.size for f in self.files.values())
+        return len(sizes) >= 2 and sizes[0] + sizes[1] <= target_bytes
+
+    def checkpoint(self) -> None:
+        """A Delta checkpoint at this writer's version: made from the last checkpoint and the
+        entries after it where those are plain (``pycanal.spark.checkpoint``), else by delta-rs."""
+        if self.writable and from_log(self.path / "_delta_log", self.version, set(self.files)):
+            return
+        self.delta().create_checkpoint()
 
     def _commit(
         self, removed: list[str], added: list[tuple[str, _File, str]], txn: int, metadata: dict[str, Any],

@@ -717,6 +717,9 @@ class CurrentState:
                 name=f"{database}.{table}",
                 configuration=properties,
             )
+            # Born with a checkpoint, so that each later one is made from the one before it
+            # (pycanal.spark.checkpoint) instead of by delta-rs replaying the table.
+            DeltaTable(str(path)).create_checkpoint()
         keys = [name for name, _ in t.primary_key]
         file_bytes = (self.maintenance or Maintenance()).file_mb << 20
         target = KeyedTable(path, schema, keys, self.app_id, self.contents, file_bytes)

@@ -84,14 +84,16 @@ class Maintenance:
         ]  # fmt: skip
         if not due:
             return
-        dt = table.delta()
         for what in due:
             if what == "compact":
-                dt.optimize.compact(target_size=self.file_mb << 20)
+                if not table.compactable(self.file_mb << 20):
+                    continue  # nothing to merge (the writer knows its files): no need to read the log
+                table.delta().optimize.compact(target_size=self.file_mb << 20)
             elif what == "checkpoint":
-                dt.create_checkpoint()
-                self._retention(name, dt)
+                table.checkpoint()
+                self._retention(name, table)
             else:
+                dt = table.delta()
                 dt.cleanup_metadata()
                 dt.vacuum(
                     retention_hours=int(self.retention_hours),
@@ -100,7 +102,8 @@ class Maintenance:
                     full=True,  # files whose removal a checkpoint no longer lists too
                 )
             self._count(what)
-        table.reload()  # compaction replaced files
+        if table.dt.version() > table.version:
+            table.reload()  # delta-rs committed: compaction replaced files, or the properties changed
 
     def fold(self, changelog: Any, upto: int) -> dict[str, int] | None:
         """Fold ``changelog`` (a ``ChangeLog``) through batch ``upto`` with these settings."""
@@ -118,11 +121,12 @@ class Maintenance:
             "delta.deletedFileRetentionDuration": f"interval {int(self.retention_hours)} hours",
         }
 
-    def _retention(self, name: str, dt: Any) -> None:
+    def _retention(self, name: str, table: Any) -> None:
         """Set the retentions of a table created without them (once a process, if they differ)."""
         if name in self._retention_set:
             return
         want = self.table_properties()
+        dt = table.delta()
         config = dt.metadata().configuration
         if any(config.get(k) != v for k, v in want.items()):
             dt.alter.set_table_properties(want)
