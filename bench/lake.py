@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--soak-mix", default="60,30,10", help="soak: percent INSERT,UPDATE,DELETE")
     ap.add_argument("--no-stage", action="store_true", help="change rows through Spark, not the stage")
     ap.add_argument("--batch-size", type=int, help="the source's batchSize (entries per micro-batch)")
-    ap.add_argument("--apply-threads", type=int, default=4, help="current-state tables MERGEd at once")
+    ap.add_argument("--apply-threads", type=int, default=2, help="current-state tables written at once")
     ap.add_argument(
         "--apply-share",
         type=float,

@@ -306,7 +306,7 @@ def pipeline(
         str, typer.Option("--master", help="Spark master URL; '' under spark-submit (its --master).")
     ] = "local[*]",
     trigger: Annotated[str, typer.Option("--trigger", help="Micro-batch trigger interval.")] = "1 second",
-    apply_threads: Annotated[int, typer.Option("--apply-threads", help="Tables written at once.")] = 4,
+    apply_threads: Annotated[int, typer.Option("--apply-threads", help="Tables written at once.")] = 2,
     apply_on: Annotated[
         str, typer.Option("--apply-on", help="Where the tables are written: driver or executors.")
     ] = "driver",

@@ -136,7 +136,7 @@ class ChangeApplier:
         zero_dates: str = "error",
         app_id: str = APP_ID,
         background: bool = False,
-        apply_threads: int = 4,
+        apply_threads: int = 2,
         maintenance: Maintenance | None = None,
         max_queued: int = 16,
         cache_bytes: int = 256 << 20,

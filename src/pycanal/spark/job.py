@@ -88,7 +88,7 @@ def start_pipeline(
     zero_dates: str = "null",
     batch_size: int | None = None,
     batch_bytes: int | None = None,
-    apply_threads: int = 4,
+    apply_threads: int = 2,
     apply_share: float = 1.0,
     apply_on: str = "driver",
     maintenance: Maintenance | None = None,
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--master", default="local[*]", help="Spark master URL ('' under spark-submit: its --master)"
     )
-    ap.add_argument("--apply-threads", type=int, default=4, help="current-state tables written at once")
+    ap.add_argument("--apply-threads", type=int, default=2, help="current-state tables written at once")
     ap.add_argument(
         "--apply-on", choices=("driver", "executors"), default="driver", help="where the tables are written"
     )
