@@ -181,6 +181,15 @@ def test_checkpoints_from_the_previous_one_equal_delta_rs_ones(
     assert len(dt.file_uris()) == len(t.files) and contents(path) == model
 
 
+def test_compaction_is_due_only_where_two_files_fit_in_one(tmp_path: Path) -> None:
+    t = table(tmp_path)
+    t.write(*rows({k: k for k in range(100)}), 1, {})
+    assert not t.compactable(1 << 20)  # one file: nothing to merge
+    t.write(*rows({k: k for k in range(100, 110)}), 2, {})  # a second, small file
+    assert t.compactable(1 << 20)
+    assert not t.compactable(min(f.size for f in t.files.values()) + 1)  # they would not fit in one
+
+
 def test_a_checkpoint_drops_the_tombstones_past_their_retention() -> None:
     from pycanal.spark.checkpoint import next_checkpoint, retention_ms
 

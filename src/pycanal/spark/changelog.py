@@ -277,11 +277,11 @@ class ChangeLog:
             if pending > m["through"]:
                 # An interrupted fold: redone first over the same batches, to the same names (its
                 # files may be on disk), then the batches after it up to ``upto``.
-                redone = self._fold(pending, m, intent, retention_seconds, fanout, target_bytes)
+                redone = self._fold(pending, m, retention_seconds, fanout, target_bytes)
                 if pending >= upto:
                     return redone
                 m = self._finish(self.manifest())
-        done = self._fold(upto, m, intent, retention_seconds, fanout, target_bytes)
+        done = self._fold(upto, m, retention_seconds, fanout, target_bytes)
         if redone is None or done is None:
             return done or redone
         return {k: v if k == "through" else v + redone[k] for k, v in done.items()}
@@ -290,12 +290,12 @@ class ChangeLog:
         self,
         upto: int,
         m: dict[str, Any],
-        intent: Path,
         retention_seconds: float,
         fanout: int,
         target_bytes: int,
     ) -> dict[str, int] | None:
         """One fold of the batches up to ``upto`` after the manifest ``m``."""
+        intent = self.manifests / "folding.json"
         ids = [b for b in self.batch_ids() if b <= upto]
         if not ids:
             self._expire(retention_seconds)

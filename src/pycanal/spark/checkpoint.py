@@ -135,8 +135,8 @@ def next_checkpoint(
     return pa.concat_tables([previous.filter(keep), pa.Table.from_pylist(rows, schema=schema)])
 
 
-def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> bool:
-    """Create the checkpoint file of ``version`` (False: one exists already) and point
+def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> None:
+    """Create the checkpoint file of ``version`` (unless one exists already) and point
     ``_last_checkpoint`` at it unless it points at a later one."""
     target = checkpoint_path(log_dir, version)
     tmp = log_dir / f"_checkpoint_{uuid.uuid4()}.parquet.tmp"
@@ -146,13 +146,13 @@ def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> bool:
         try:
             os.link(tmp, target)
         except FileExistsError:
-            return False
+            return
     finally:
         tmp.unlink(missing_ok=True)
     last = log_dir / "_last_checkpoint"
     try:
         if json.loads(last.read_text())["version"] >= version:
-            return True
+            return
     except (OSError, ValueError, KeyError):
         pass  # none yet, or unreadable: ours replaces it
     adds = len(rows) - rows.column("add").null_count
@@ -160,4 +160,3 @@ def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> bool:
     tmp = log_dir / f"_last_checkpoint_{uuid.uuid4()}.tmp"
     tmp.write_text(text)
     os.replace(tmp, last)
-    return True

@@ -737,10 +737,11 @@ class CurrentState:
         """Close the open tables a statement replaced, moved, changed or retired (the model's
         versions of them differ from ``before``'s); the others stay open (reopening 200 tables
         after every DDL statement cost ~2 s)."""
-        now = self.model.tables
-        changed = [t for k in before.tables.keys() | now.keys()
-                   for t in (before.tables.get(k), now.get(k))
-                   if t is not None and getattr(before.tables.get(k), "uid", None) != getattr(now.get(k), "uid", None)]  # fmt: skip
+        changed = []
+        for k in before.tables.keys() | self.model.tables.keys():
+            old, new = before.tables.get(k), self.model.tables.get(k)
+            if old is None or new is None or old.uid != new.uid:
+                changed += [t for t in (old, new) if t is not None]
         if not changed:
             return
         fold = str.lower if self.model.lower_case_table_names else str
