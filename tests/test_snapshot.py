@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from pycanal.binlog import read_events
 from pycanal.binlog.events import RowsEvent
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.position import binlog_file_order
-from pycanal.snapshot import describe, list_tables, plan_chunks, read_chunk
+from pycanal.snapshot import describe, list_tables, plan_chunks, read_chunk, read_schema
 from pycanal.snapshot.chunks import Chunk
 from pycanal.snapshot.reader import SnapshotError, connect
 from pycanal.snapshot.window import ChunkColumns, Source, changed_keys, read_chunk_window
@@ -86,13 +87,17 @@ def test_every_column_type_reads_as_the_binlog_gives_it(db):
     for pk, image in expected.items():
         assert got[pk] == image, pk
     assert {r.op for r in rows} == {"READ", "CHUNK"}
-    # an integer key: each chunk's range in a CHUNK row after its rows, at its position
+    # an integer key: each chunk's range in a CHUNK row after its rows, at its position, each
+    # bound a key image as the chunk's rows have theirs
     ranges = [(r.position.file, r.position.offset, json.loads(r.after)) for r in rows if r.op == "CHUNK"]
     assert ranges == [
         (
             read.file,
             read.pos,
-            {"lower": c.lower and [int(c.lower[0])], "upper": c.upper and [int(c.upper[0])]},
+            {
+                "lower": c.lower and f'{{"id":{int(c.lower[0])}}}',
+                "upper": c.upper and f'{{"id":{int(c.upper[0])}}}',
+            },
         )
         for read, c in zip(reads, chunks, strict=True)
     ]
@@ -115,7 +120,32 @@ KEY_SHAPES = {
     ),
     "k_latin": ("s VARCHAR(20) CHARACTER SET latin1 PRIMARY KEY, v INT", lambda i: f"('x{i:05d}é', {i})"),
     "k_none": ("v INT, w INT", lambda i: f"({i}, {i % 3})"),
+    "k_dec": (
+        "d DECIMAL(12,3) PRIMARY KEY, v INT",
+        lambda i: f"({(i * 7919) % 100003 - 50000}.{i % 1000:03d}, {i})",
+    ),
+    "k_dt": (
+        "t DATETIME(6) PRIMARY KEY, v INT",
+        lambda i: f"('2026-01-01' + INTERVAL {i * 7919 % 100003} SECOND + INTERVAL {i} MICROSECOND, {i})",
+    ),
+    "k_bin": (
+        "b VARBINARY(16) PRIMARY KEY, v INT",
+        lambda i: f"(UNHEX('{(i * 2654435761) % 2**32:x}'), {i})",
+    ),
+    "k_date_int": (
+        "d DATE, n INT, v INT, PRIMARY KEY (d, n)",
+        lambda i: f"('2026-01-01' + INTERVAL {i % 37} DAY, {i}, {i})",
+    ),
 }
+RANGED_SHAPES = (
+    "k_int",
+    "k_ubig",
+    "k_sparse",
+    "k_dec",
+    "k_dt",
+    "k_bin",
+    "k_date_int",
+)  # CHUNK rows for every chunk
 
 
 @pytest.mark.parametrize("name", sorted(KEY_SHAPES))
@@ -131,13 +161,15 @@ def test_chunks_cover_every_row_once(db, name):
         assert chunks[0].lower is None and chunks[-1].upper is None
     seen = [r for read in reads for r in read.rows]
     assert len(seen) == 1000
-    # CHUNK rows where the lake can test the range exactly: integer keys, or the whole table
-    ranged = bool(t.key) and (len(chunks) == 1 or name in ("k_int", "k_ubig", "k_sparse"))
+    # CHUNK rows where the lake can test the range exactly (integer, DECIMAL, temporal, binary
+    # keys), or the whole table
+    ranged = bool(t.key) and (len(chunks) == 1 or name in RANGED_SHAPES)
     marks = [r for r in SnapshotRows().rows(reads) if r.op == "CHUNK"]
     assert len(marks) == (len(chunks) if ranged else 0)
     if t.key:
         assert len({tuple(r[i] for i in t.key) for r in seen}) == 1000
-    assert sorted(seen) == sorted(tuple(r) for r in _all_rows(db, name))
+    decimals = [tuple(str(v) if isinstance(v, Decimal) else v for v in r) for r in seen]  # the source's text
+    assert sorted(decimals) == sorted(tuple(r) for r in _all_rows(db, name))
 
 
 def _all_rows(db, table):
@@ -489,3 +521,65 @@ def test_a_window_read_without_replication_slave_names_the_chunk_and_the_way_out
             read_chunk_window(conn, source, t, Chunk(SCHEMA, "noslave", None, None), 5400)
     assert str(info.value).startswith(f"{SCHEMA}.noslave chunk [None, None): reading the binlog window ")
     assert "REPLICATION SLAVE" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["k_dec", "k_dt", "k_bin", "k_date_int"])
+def test_a_re_snapshot_deletes_by_chunk_range_for_ordered_key_types(db, tmp_path, name):
+    """A re-snapshot of a table whose source lost rows without a binlog (drift), with a DECIMAL,
+    DATETIME, VARBINARY or (DATE, INT) key: applied chunk by chunk, each chunk's CHUNK row
+    deletes the lake's rows of its range the source lacks and no other (the table is not emptied
+    at its declaration; a row at a bound stays in its own chunk), and the lake ends equal to it."""
+    from deltalake import DeltaTable
+
+    from pycanal.snapshot.chunks import chunk_where
+    from pycanal.spark.apply import ChangeApplier
+    from pycanal.spark.current import table_path
+
+    columns, row = KEY_SHAPES[name]
+    table = f"re_{name}"
+    db.execute(f"CREATE TABLE {SCHEMA}.{table} ({columns})")
+    db.execute(f"INSERT INTO {SCHEMA}.{table} VALUES " + ", ".join(row(i) for i in range(1, 301)))
+    db.execute(f"CREATE TABLE {SCHEMA}.{table}_all AS SELECT * FROM {SCHEMA}.{table}")
+    applier = ChangeApplier(tmp_path)
+
+    def snapshot_batches():
+        with _conn(db) as conn:
+            t = describe(conn, SCHEMA, table)
+            chunks = plan_chunks(conn, t, 40)
+            schema = read_schema(conn, [(SCHEMA, table)])
+            return (
+                t,
+                chunks,
+                [[schema, read_chunk(conn, t, chunks[0])]] + [[read_chunk(conn, t, c)] for c in chunks[1:]],
+            )
+
+    def lake() -> set[int]:
+        return set(
+            DeltaTable(str(table_path(tmp_path, SCHEMA, table)))
+            .to_pyarrow_table(columns=["v"])["v"]
+            .to_pylist()
+        )
+
+    def values(source: str, t, chunk) -> set[int]:
+        where, args = chunk_where(t, chunk)
+        with db.root_connection() as conn, conn.cursor() as cur:
+            cur.execute(f"SELECT v FROM {SCHEMA}.{source} WHERE {where}", args)
+            return {int(v) for (v,) in cur.fetchall()}
+
+    batch = 0
+    for reads in snapshot_batches()[2]:
+        applier(pa.Table.from_batches([to_record_batch(list(SnapshotRows().rows(reads)))]), batch)
+        batch += 1
+    assert lake() == set(range(1, 301))
+    with db.root_connection() as conn, conn.cursor() as cur:
+        cur.execute("SET sql_log_bin = 0")
+        cur.execute(f"DELETE FROM {SCHEMA}.{table} WHERE v % 10 = 3 OR v < 4")  # drift
+    t, chunks, batches = snapshot_batches()
+    assert len(chunks) >= 6
+    had = [values(f"{table}_all", t, c) for c in chunks]
+    has = [values(table, t, c) for c in chunks]
+    for k, reads in enumerate(batches):
+        applier(pa.Table.from_batches([to_record_batch(list(SnapshotRows().rows(reads)))]), batch)
+        batch += 1
+        assert lake() == set().union(*has[: k + 1], *had[k + 1 :]), f"after chunk {k}: {chunks[k]}"
+    assert lake() == set(range(1, 301)) - {v for v in range(1, 301) if v % 10 == 3 or v < 4}

@@ -1008,8 +1008,13 @@ def test_a_snapshot_chunk_deletes_the_rows_of_its_range_the_source_did_not_have(
             RowPosition("mysql-bin.000007", offset, n, None), dt.datetime(2026, 11, 21, tzinfo=dt.UTC), None, None,
         )  # fmt: skip
 
-    def chunk(offset: int, n: int, lower: int | None, upper: int | None) -> ChangeRow:
-        bounds = {"lower": None if lower is None else [lower], "upper": None if upper is None else [upper]}
+    def chunk(
+        offset: int, n: int, lower: int | None, upper: int | None, *, legacy: bool = False
+    ) -> ChangeRow:
+        def bound(v: int | None) -> str | list | None:  # a key image; a list in lakes written before those
+            return None if v is None else [v] if legacy else json.dumps({"id": v})
+
+        bounds = {"lower": bound(lower), "upper": bound(upper)}
         return inv("CHUNK", offset, n, None, None)._replace(after=json.dumps(bounds))
 
     applier = ChangeApplier(tmp_path, schema_ddl="CREATE TABLE shop.inv (id INT PRIMARY KEY, v INT)")
@@ -1028,7 +1033,7 @@ def test_a_snapshot_chunk_deletes_the_rows_of_its_range_the_source_did_not_have(
     applier(
         arrow_rows([
             inv("READ", 700, 0, 5, 55),
-            chunk(700, 1, 5, None),  # [5, +inf): 6 and 7 were not there at 700
+            chunk(700, 1, 5, None, legacy=True),  # [5, +inf): 6 and 7 were not there at 700
             inv("INSERT", 800, 0, 8, 8),  # after the chunk: stays
             inv("UPDATE", 810, 0, 9, 9, old=5),  # a key change after the chunk
         ]),
@@ -1040,31 +1045,34 @@ def test_a_snapshot_chunk_deletes_the_rows_of_its_range_the_source_did_not_have(
 
 
 def test_a_snapshot_declaration_of_a_table_without_ranged_chunks_empties_it(tmp_path: Path) -> None:
-    """A re-snapshot of a table the lake has, whose chunks carry no key range (a binary and
-    integer key here): the stream's delete before the declaration is skipped like every row
+    """A re-snapshot of a table the lake has, whose chunks carry no key range the lake can test
+    (a collated text key): the stream's delete before the declaration is skipped like every row
     there, so the declaration empties the table and the chunks bring back what the source has."""
     from pycanal.spark.rows import SNAPSHOT_DDL
 
-    create = row("INSERT", 400, None, item(b"z", 1, "z"))._replace(
+    def tag(op: str, offset: int, name: str, n: int | None) -> ChangeRow:
+        image = json.dumps({"name": name, "n": n}, separators=(",", ":"))
+        return ChangeRow(
+            op, "shop", "tag", json.dumps({"name": name}), image if op == "DELETE" else None,
+            None if op == "DELETE" else image, RowPosition("mysql-bin.000007", offset, 0, None),
+            dt.datetime(2026, 11, 21, tzinfo=dt.UTC), None, None,
+        )  # fmt: skip
+
+    create = tag("INSERT", 400, "z", 0)._replace(
         op="DDL", pk=None, after=None, sql_database="shop",
-        sql=SNAPSHOT_DDL + "CREATE TABLE IF NOT EXISTS `item` (`sku` varbinary(8) NOT NULL, `n` int(11) NOT NULL, "
-        "`name` varchar(20), PRIMARY KEY (`sku`, `n`))",
+        sql=SNAPSHOT_DDL + "CREATE TABLE IF NOT EXISTS `tag` (`name` varchar(20) NOT NULL, `n` int(11), "
+        "PRIMARY KEY (`name`))",
     )  # fmt: skip
-    a, b, c = item(b"a", 1, "a"), item(b"b", 1, "b"), item(b"c", 1, "c")
-    applier = ChangeApplier(tmp_path, schema_ddl=SHOP)
-    applier(
-        arrow_rows([row("INSERT", 100, None, a), row("INSERT", 110, None, b), row("INSERT", 120, None, c)]), 0
+    applier = ChangeApplier(
+        tmp_path, schema_ddl="CREATE TABLE shop.tag (name VARCHAR(20) PRIMARY KEY, n INT)"
     )
     applier(
-        arrow_rows([
-            create,
-            row("READ", 500, None, item(b"a", 1, "a-read")),
-            row("READ", 500, None, c)._replace(position=RowPosition("mysql-bin.000007", 500, 1, None)),
-        ]),
-        1,
-    )  # fmt: skip
-    applier(arrow_rows([row("DELETE", 300, b, None)]), 2)  # the stream, behind: before the declaration
-    assert current_rows(tmp_path, "shop", "item", "sku, n")[1] == [(b"a", 1, "a-read"), (b"c", 1, "c")]
+        arrow_rows([tag("INSERT", 100, "a", 1), tag("INSERT", 110, "b", 1), tag("INSERT", 120, "c", 1)]), 0
+    )
+    applier(arrow_rows([create, tag("READ", 500, "a", 2), tag("READ", 500, "c", 1)._replace(
+        position=RowPosition("mysql-bin.000007", 500, 1, None))]), 1)  # fmt: skip
+    applier(arrow_rows([tag("DELETE", 300, "b", 1)]), 2)  # the stream, behind: before the declaration
+    assert current_rows(tmp_path, "shop", "tag", "name")[1] == [("a", 2), ("c", 1)]
 
 
 def test_a_chunk_range_compares_composite_keys_in_order() -> None:

@@ -24,12 +24,26 @@ from typing import Any, NamedTuple
 
 from .tables import SourceTable, quote
 
-__all__ = ["INTEGER_TYPES", "Chunk", "EvenRanges", "chunk_where", "even_ranges", "next_upper", "plan_chunks"]
+__all__ = [
+    "EXACT_RANGE_TYPES",
+    "INTEGER_TYPES",
+    "Chunk",
+    "EvenRanges",
+    "chunk_where",
+    "even_ranges",
+    "next_upper",
+    "plan_chunks",
+]
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "year"})
 # Key types a range predicate on compares in the order ORDER BY sorts them.
 RANGE_KEY_TYPES = INTEGER_TYPES | {
     "decimal", "numeric", "char", "varchar", "binary", "varbinary", "date", "datetime", "timestamp", "time",
+}  # fmt: skip
+# Range key types whose order a lake of Arrow values has too (numbers, dates and times with a
+# date, bytes): not collated text, nor TIME (the lake holds its text).
+EXACT_RANGE_TYPES = INTEGER_TYPES | {
+    "decimal", "numeric", "binary", "varbinary", "date", "datetime", "timestamp",
 }  # fmt: skip
 _SPARSE = 4  # an integer key range up to this many times the row count is split evenly
 

@@ -131,6 +131,13 @@ def _column(c: SourceColumn) -> tuple[str, Callable[[Any], Any] | None]:
     raise ValueError(f"column {c.name} has type {c.column_type}, which the snapshot cannot read yet")
 
 
+def decoded(c: SourceColumn, raw: Any) -> Any:
+    """A raw value of ``c`` (PyMySQL's text or bytes, as a chunk bound is) in the binlog decoder's
+    form, as ``read_chunk`` gives it."""
+    conv = _column(c)[1]
+    return raw if raw is None or conv is None else conv(raw)
+
+
 def _select(table: SourceTable, chunk: Chunk) -> tuple[str, list[Any], list[tuple[int, Callable]]]:
     exprs, convs = [], []
     for i, c in enumerate(table.columns):

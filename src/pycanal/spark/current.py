@@ -52,7 +52,6 @@ from pycanal.parse.ddl import (
 )
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 from pycanal.parse.position import binlog_file_order
-from pycanal.snapshot.chunks import INTEGER_TYPES
 
 from .cow import CONTENTS, Contents, KeyedTable
 from .executors import Failure, MergeContext, MergeWork
@@ -64,6 +63,7 @@ from .types import (
     InexactRead,
     array_converter,
     arrow_field,
+    arrow_type,
     column_converter,
     default_value,
     json_type,
@@ -531,11 +531,14 @@ class CurrentState:
         op = source.column(_OP)
         upserted = source.filter(pc.equal(op, "U")).select(keys)
         gone = []
+        ranged = _ranged_key(t)
         for c in chunks.to_pylist():
             at = (rows.file[c], rows.offset[c])
             bounds = json.loads(rows.columns["after"][c].as_py())
-            low, high = bounds["lower"], bounds["upper"]
-            lake = target.key_rows(low and low[0], high and high[0]).cast(upserted.schema)
+            if not ranged and (bounds["lower"] is not None or bounds["upper"] is not None):
+                continue  # a range of keys the lake orders otherwise: emptied at its declaration
+            low, high = (self._bound(t, plan, bounds[end]) for end in ("lower", "upper"))
+            lake = target.key_rows(low and low[0].as_py(), high and high[0].as_py()).cast(upserted.schema)
             candidates = pa.concat_tables([lake, upserted])
             candidates = candidates.filter(_in_range([candidates.column(k) for k in keys], low, high))
             if not candidates.num_rows:
@@ -575,6 +578,18 @@ class CurrentState:
             | {_OP: pa.array(["D"] * extra.num_rows, pa.string())}
         )
         return pa.concat_tables([kept, more.cast(kept.schema)])
+
+    def _bound(self, t: Table, plan: _Plan, bound: str | list | None) -> list[pa.Scalar] | None:
+        """A ``CHUNK`` row's bound as the current-state table types its key: from its key image,
+        or (the integer list of lakes written before images) from the numbers."""
+        if bound is None:
+            return None
+        if isinstance(bound, list):
+            return [
+                pa.scalar(v, plan.schema.field(c.name).type) for v, c in zip(bound, plan.keys, strict=True)
+            ]
+        key = self._typed_keys(t, plan, pa.array([bound], pa.string()))
+        return [key.column(c.name)[0] for c in plan.keys]
 
     def _typed_keys(self, t: Table, plan: _Plan, texts: pa.Array, *, images: bool = False) -> pa.Table:
         """The keys of pk texts (or of whole row images) as the current-state table types them."""
@@ -918,18 +933,29 @@ class CurrentState:
 
 
 def _ranged_key(t: Table) -> bool:
-    """Whether a snapshot chunk of ``t`` carries its key range (``CHUNK`` rows: integer keys)."""
+    """Whether the lake orders ``t``'s key as the source does (integers, DECIMAL, dates, times with
+    a date, bytes), so that a snapshot chunk's key range (a ``CHUNK`` row) is tested here."""
     by_name = {c.name: c for c in t.columns}
     return bool(t.primary_key) and all(
-        name in by_name and by_name[name].data_type in INTEGER_TYPES for name, _ in t.primary_key
+        name in by_name and _ordered_as_source(arrow_type(by_name[name])) for name, _ in t.primary_key
     )
+
+
+def _ordered_as_source(a: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(a) or pa.types.is_decimal(a) or pa.types.is_date32(a) or pa.types.is_timestamp(a)
+        or pa.types.is_binary(a)
+    )  # fmt: skip
 
 
 def _in_range(columns: list[Any], low: list | None, high: list | None) -> Any:
     """Whether each key (``columns``, lexicographically) is at least ``low`` and below ``high``."""
 
     def compare(bound: list, strict: Any, last: Any) -> Any:
-        values = [pa.scalar(b, col.type) for col, b in zip(columns, bound, strict=True)]  # uint64 past int64
+        values = [  # uint64 past int64
+            b if isinstance(b, pa.Scalar) else pa.scalar(b, col.type)
+            for col, b in zip(columns, bound, strict=True)
+        ]
         mask = last(columns[-1], values[-1])
         for col, b in zip(reversed(columns[:-1]), reversed(values[:-1]), strict=True):
             mask = pc.or_(strict(col, b), pc.and_(pc.equal(col, b), mask))

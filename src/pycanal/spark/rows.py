@@ -63,8 +63,8 @@ from pycanal.parse.ddl import parse_ddl
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.types import parse_labels
 from pycanal.protocol import EntryProtocol_pb2 as pb
-from pycanal.snapshot.chunks import INTEGER_TYPES
-from pycanal.snapshot.reader import ChunkRead, SchemaRead
+from pycanal.snapshot.chunks import EXACT_RANGE_TYPES
+from pycanal.snapshot.reader import ChunkRead, SchemaRead, decoded
 from pycanal.snapshot.window import ChunkColumns
 
 __all__ = [
@@ -478,22 +478,28 @@ class SnapshotRows(_RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                 yield from _batches([chunk], 1)
 
 
-# A snapshot chunk's key range (``after``: {"lower": [...], "upper": [...]}, null: open), after
-# its READ rows at their position: the current state's rows in that range that the chunk lacks
-# are deleted there (the source had no such row then).
+# A snapshot chunk's key range (``after``: {"lower": <key image>, "upper": <key image>}, each the
+# text of a ``pk`` image of the bound, null: open), after its READ rows at their position: the
+# current state's rows in that range that the chunk lacks are deleted there (the source had no
+# such row then).
 CHUNK = "CHUNK"
 
 
 def _chunk_bounds(read: ChunkRead | ChunkColumns) -> str | None:
-    """The ``CHUNK`` row's ``after`` of a chunk whose range the lake can test exactly (integer
-    keys, or the whole table), None for a table without key or a range of another key type."""
+    """The ``CHUNK`` row's ``after`` of a chunk whose range a lake can test exactly (keys of
+    ``EXACT_RANGE_TYPES``, or the whole table), None for a table without key or a range of
+    another key type."""
     t, chunk = read.table, read.chunk
     whole = chunk.lower is None and chunk.upper is None
-    if not t.key or not (whole or all(t.columns[i].data_type in INTEGER_TYPES for i in t.key)):
+    if not t.key or not (whole or all(t.columns[i].data_type in EXACT_RANGE_TYPES for i in t.key)):
         return None
+    names = [_jstr(t.columns[i].name) + ":" for i in t.key]
 
-    def bound(values: tuple | None) -> list[int] | None:
-        return None if values is None else [int(v) for v in values]  # a raw read's text: "2043"
+    def bound(values: tuple | None) -> str | None:
+        if values is None:
+            return None
+        texts = [_json_texts([decoded(t.columns[i], v)]) for i, v in zip(t.key, values, strict=True)]
+        return _objects(names, texts)[0].as_py()
 
     return json.dumps({"lower": bound(chunk.lower), "upper": bound(chunk.upper)})
 

@@ -36,6 +36,7 @@ __all__ = [
     "InexactRead",
     "array_converter",
     "arrow_field",
+    "arrow_type",
     "column_converter",
     "default_value",
     "json_type",
