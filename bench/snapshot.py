@@ -205,6 +205,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
                     raise RuntimeError("the lake never equalled the source")
                 time.sleep(0.5)
             equal_s = time.monotonic() - t0
+            rounds = list(pipeline.applier.rounds)  # (at, seconds, batches, rows) of each current-state round
         finally:
             pipeline.stop()
     finally:
@@ -228,6 +229,11 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         "writer_during_txn_per_s": round(during),
         "writer_during_vs_alone": round(during / alone, 2),
         "micro_batches": stats,
+        "current_state": {  # its rounds until the lake equalled the source
+            "rounds": len(rounds),
+            "seconds": round(sum(r[1] for r in rounds), 2),
+            "rows": sum(r[3] for r in rounds),
+        },
     }
 
 

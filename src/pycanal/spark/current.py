@@ -436,7 +436,8 @@ class CurrentState:
             return idx
         if len(chunks):
             # Chunks read in parallel come in the order of their positions, not of their ranges.
-            uppers = [json.loads(rows.columns["after"][c].as_py())["upper"] for c in chunks.to_pylist()]
+            afters = rows.columns.table.column("after").take(chunks)  # not the whole column combined
+            uppers = [json.loads(a)["upper"] for a in afters.to_pylist()]
             if None in uppers:  # the last chunk: every key read
                 del self.fronts[name]
                 return idx
