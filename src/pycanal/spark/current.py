@@ -351,8 +351,8 @@ class CurrentState:
                     name = f"{database}.{table}"
                     if name not in self.declared or _order(*self.declared[name]) < _order(*at):
                         self.declared[name] = list(at)
-                        declared = self.model.table(database, table)
-                        if declared is not None and _ranged_key(declared, EXACT_RANGE_TYPES):
+                        now = self.model.table(database, table)
+                        if now is not None and _ranged_key(now, EXACT_RANGE_TYPES):
                             self.fronts[name] = None  # nothing read yet
                     if known is not None and not _ranged_key(known):
                         # Its chunks carry no key range to delete by: the rows of the table the
