@@ -19,10 +19,13 @@ alone for ``--writer-seconds`` (its rate alone, from the server's ``Com_commit``
 ``pycanal server`` (conf/'s store) and the job (``start_pipeline``, ``snapshot="initial"``,
 ``--chunk-rows`` rows a chunk, local[2]) start while the writer keeps writing at that rate. The
 clock runs from the query's start to the offset that says the snapshot is done; then the lake
-is compared with the source (rows and sum of ``k``) until equal.
+is compared with the source (rows and sum of ``k``) until equal. ``--resnapshot``: before that,
+the table is snapshotted again while it streams (``pycanal snapshot``'s request), timed from the
+request to the snapshot's end.
 
 Prints JSON: rows/s of each reader and ratios to the C client and to ``SSCursor``; the
-snapshot's rows/s into the Delta table, the writer's rate during it against its rate alone.
+snapshot's rows/s into the Delta table, the writer's rate during it against its rate alone, the
+current state's rounds (count, seconds, rows) until the lake equalled the source.
 """
 
 from __future__ import annotations
@@ -47,8 +50,9 @@ import oltp as oltp_bench  # noqa: E402
 from pycanal.snapshot import describe, plan_chunks, read_chunk  # noqa: E402
 from pycanal.snapshot.reader import connect  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
-from pycanal.spark.job import spark_session, start_pipeline  # noqa: E402
+from pycanal.spark.job import snapshot_requests, spark_session, start_pipeline  # noqa: E402
 from pycanal.spark.rows import SnapshotRows  # noqa: E402
+from pycanal.spark.snapshot import request_snapshot  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB, _find_binary  # noqa: E402
 
@@ -153,6 +157,46 @@ def lake_equal(db: PrivateMariaDB, lake: Path, table: str) -> bool:
     return (data.num_rows, sum(data.column("k").to_pylist())) == (count, int(ksum))
 
 
+def near(db: PrivateMariaDB, lake: Path, table: str) -> bool:
+    """Whether the lake's table has 99% of the source's rows or more."""
+    from deltalake import DeltaTable
+
+    ((count,),) = db.query(f"SELECT COUNT(*) FROM `{db.database}`.`{table}`")
+    try:
+        return (
+            DeltaTable(str(table_path(lake, db.database, table))).to_pyarrow_table(columns=["k"]).num_rows
+            >= 0.99 * count
+        )
+    except Exception:  # noqa: BLE001 - not there yet
+        return False
+
+
+def resnapshot(pipeline: Any, db: PrivateMariaDB, lake: Path, table: str) -> dict[str, Any]:
+    """An ad-hoc snapshot of the whole table again, the writer running (``pycanal snapshot``'s
+    request): seconds from the request to the snapshot's end, and the current state's rounds
+    meanwhile."""
+    while not near(db, lake, table):  # the initial snapshot's rounds out of the way (the writer runs)
+        time.sleep(0.5)
+    before = len(pipeline.applier.rounds)
+    t0 = time.monotonic()
+    request_snapshot(snapshot_requests(lake), [f"{db.database}.{table}"])
+    while snapshot_state(lake) == "done":  # not taken yet
+        time.sleep(0.2)
+    while snapshot_state(lake) != "done":
+        if pipeline.query.exception() is not None:
+            raise RuntimeError(f"the query failed: {pipeline.query.exception()}")
+        time.sleep(0.2)
+    secs = time.monotonic() - t0
+    rounds = list(pipeline.applier.rounds)[before:]
+    out = {
+        "seconds": round(secs, 1),
+        "rounds": len(rounds),
+        "rounds_seconds": round(sum(r[1] for r in rounds), 2),
+    }
+    log(f"re-snapshot: {out}")
+    return out
+
+
 def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Path) -> dict[str, Any]:
     alone_proc = writer(db, args.rate, int(args.writer_seconds) + 5)
     time.sleep(2)
@@ -197,6 +241,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
                 log(f"batch {p['batchId']} at {p['timestamp']}: {p['durationMs']}")
             stats = lake_bench.batch_stats(pipeline, 0)
             log(f"micro-batches: {stats}")
+            again = resnapshot(pipeline, db, lake, table) if args.resnapshot else None
             proc.terminate()
             proc.wait()
             deadline = time.monotonic() + 600
@@ -229,6 +274,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         "writer_during_txn_per_s": round(during),
         "writer_during_vs_alone": round(during / alone, 2),
         "micro_batches": stats,
+        **({"resnapshot": again} if again else {}),
         "current_state": {  # its rounds until the lake equalled the source
             "rounds": len(rounds),
             "seconds": round(sum(r[1] for r in rounds), 2),
@@ -255,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--apply-share", type=float, default=1.0, help="the job's apply_share (current-state rounds)"
+    )
+    ap.add_argument(
+        "--resnapshot", action="store_true", help="then snapshot the table again while it streams (ad hoc)"
     )
     args = ap.parse_args(argv)
     lake_run: dict[str, Any] | None = None

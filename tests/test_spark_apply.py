@@ -928,10 +928,6 @@ def test_the_stream_before_a_snapshot_declaration_is_left_to_the_chunks(tmp_path
             row("INSERT", 500, None, item(b"a", 1, "old")),  # the old schema: 3 columns
             ddl(600, "ALTER TABLE item ADD COLUMN extra INT NOT NULL DEFAULT 5"),
             row("READ", 1200, None, {**item(b"a", 1, "read"), "extra": 5}),
-            row("READ", 1200, None, item(b"z", 1, "z"))._replace(  # the chunk's range: the whole table
-                op="CHUNK", pk=None, after='{"lower":null,"upper":null}',
-                position=RowPosition("mysql-bin.000007", 1200, 1, None),
-            ),
             row("INSERT", 1300, None, {**item(b"b", 1, "new"), "extra": 6}),
         ]),
         1,
@@ -1077,93 +1073,6 @@ def test_a_snapshot_declaration_of_a_table_without_ranged_chunks_empties_it(tmp_
         position=RowPosition("mysql-bin.000007", 500, 1, None))]), 1)  # fmt: skip
     applier(arrow_rows([tag("DELETE", 300, "b", 1)]), 2)  # the stream, behind: before the declaration
     assert current_rows(tmp_path, "shop", "tag", "name")[1] == [("a", 2), ("c", 1)]
-
-
-def test_stream_changes_of_keys_the_snapshot_has_not_read_are_left_to_its_chunks(tmp_path: Path) -> None:
-    """Flink CDC's rule: between a table's declaration and its last chunk, the stream's changes
-    of keys at or above the next chunk's lower bound are not applied (the chunk, read after them,
-    has their effect; the change log keeps them); changes of keys read, and an UPDATE moving a key
-    out of the read part, are. The front survives a restart; a DDL on the table ends the rule."""
-    from pycanal.spark.rows import SNAPSHOT_DDL
-
-    def inv(
-        op: str,
-        offset: int,
-        key: int | None,
-        v: int | None = None,
-        old: int | None = None,
-        table: str = "inv",
-    ):
-        image = None if key is None else json.dumps({"id": key, "v": v}, separators=(",", ":"))
-        before = None if old is None else json.dumps({"id": old, "v": 0}, separators=(",", ":"))
-        if op == "DELETE":
-            image, before = None, json.dumps({"id": key, "v": v}, separators=(",", ":"))
-        return ChangeRow(
-            op, "shop", table, None if key is None else json.dumps({"id": key}), before, image,
-            RowPosition("mysql-bin.000007", offset, 0, None), dt.datetime(2026, 11, 21, tzinfo=dt.UTC), None, None,
-        )  # fmt: skip
-
-    def chunk(offset: int, lower: int | None, upper: int | None, table: str = "inv") -> ChangeRow:
-        bounds = {"lower": lower and json.dumps({"id": lower}), "upper": upper and json.dumps({"id": upper})}
-        return inv("CHUNK", offset, None, table=table)._replace(
-            after=json.dumps(bounds), position=RowPosition("mysql-bin.000007", offset, 9, None)
-        )
-
-    def declare(offset: int, table: str = "inv") -> ChangeRow:
-        return inv("INSERT", offset, 0, table=table)._replace(
-            op="DDL", pk=None, after=None, sql_database="shop",
-            sql=SNAPSHOT_DDL + f"CREATE TABLE IF NOT EXISTS `{table}` (`id` int(11) NOT NULL, `v` int(11), PRIMARY KEY (`id`))",
-        )  # fmt: skip
-
-    def ids(table: str = "inv") -> list[int]:
-        return [r[0] for r in current_rows(tmp_path, "shop", table)[1]]
-
-    applier = ChangeApplier(tmp_path)
-    applier(arrow_rows([declare(400), declare(401, "inv2"), declare(402, "inv3"), inv("READ", 500, 1, 1),
-                        inv("READ", 500, 2, 2), chunk(500, None, 10), inv("READ", 510, 1, 1, table="inv2"),
-                        chunk(510, None, 10, "inv2"),
-                        chunk(520, 10, 20, "inv3"), chunk(530, None, 10, "inv3"),
-                        declare(403, "inv4"), inv("READ", 560, 1, 1, table="inv4")]), 0)  # fmt: skip
-    # inv4's chunk came without a CHUNK row (a producer that cannot range it): no rule for it
-    applier(arrow_rows([inv("INSERT", 570, 99, 99, table="inv4")]), 10)
-    assert ids("inv4") == [1, 99]
-    # chunks read in parallel: the later position has the lower range; both ranges are read
-    applier(
-        arrow_rows([inv("INSERT", 540, 15, 15, table="inv3"), inv("INSERT", 550, 25, 25, table="inv3")]), 1
-    )
-    assert ids("inv3") == [15]
-    applier(
-        arrow_rows([
-            inv("INSERT", 600, 3, 3),  # read: applied
-            inv("INSERT", 610, 15, 15),  # not read yet: left to its chunk
-            inv("UPDATE", 620, 4, 4, old=20),  # into the read part: applied
-            inv("UPDATE", 630, 25, 25, old=2),  # out of it: applied (2 goes)
-            inv("DELETE", 640, 30, 30),  # not read yet
-        ]),
-        11,
-    )  # fmt: skip
-    assert ids() == [1, 3, 4, 25]
-    applier = ChangeApplier(tmp_path)  # a restart: the front is the lake's
-    applier(arrow_rows([inv("INSERT", 650, 16, 16), inv("INSERT", 660, 5, 5)]), 12)
-    assert ids() == [1, 3, 4, 5, 25]
-    applier(
-        arrow_rows([
-            inv("INSERT", 700, 40, 40),  # before the last chunk, which has it
-            inv("READ", 900, 15, 15), inv("READ", 900, 16, 16), inv("READ", 900, 25, 25), inv("READ", 900, 40, 40),
-            chunk(900, 10, None),
-            inv("INSERT", 950, 50, 50),  # after it: applied
-            inv("ALTER", 960, None)._replace(op="DDL", table="inv2", sql_database="shop",
-                                             sql="ALTER TABLE inv2 ADD COLUMN w INT"),
-            inv("INSERT", 970, 60, 60, table="inv2")._replace(after='{"id":60,"v":60,"w":null}'),  # the DDL ended the rule
-        ]),
-        13,
-    )  # fmt: skip
-    applier(arrow_rows([inv("INSERT", 1000, 70, 70)]), 14)
-    assert ids() == [1, 3, 4, 5, 15, 16, 25, 40, 50, 70]
-    assert ids("inv2") == [1, 60]
-    logged = read_change_log_rows(tmp_path)
-    kept = {(r["op"], json.loads(r["pk"])["id"]) for r in logged if r["op"] in ("INSERT", "DELETE")}
-    assert kept >= {("INSERT", 15), ("DELETE", 30), ("INSERT", 16)}  # in the change log all the same
 
 
 def test_a_chunk_range_compares_composite_keys_in_order() -> None:

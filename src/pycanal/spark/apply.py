@@ -159,8 +159,7 @@ class ChangeApplier:
         self._contents = Contents(cache_bytes)
         self.maintenance = maintenance if maintenance is not None else Maintenance()
         self._tables: dict[str, Any] = {}  # open current-state tables, kept between batches
-        # the model, and the snapshot's declarations and fronts (CurrentState), by schema batch
-        self._models: dict[int, tuple[SchemaModel, dict[str, list], dict[str, Any]]] = {}
+        self._models: dict[int, tuple[SchemaModel, dict[str, list]]] = {}  # and the snapshot's declarations
         self._state = self.root / "_pycanal"
         self.max_queued = max_queued
         self.apply_share = apply_share
@@ -321,8 +320,7 @@ class ChangeApplier:
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         if table.num_rows:
             rows = _rows(table)
-            model, declared, fronts = self._model(schema_batch, rows)
-            before = dict(fronts)
+            model, declared = self._model(schema_batch, rows)
             state = CurrentState(
                 self.root,
                 batch_id,
@@ -336,7 +334,6 @@ class ChangeApplier:
                 contents=self._contents,
                 maintenance=self.maintenance,
                 declared=declared,
-                fronts=fronts,
                 executors=self._executors(),
                 epoch=self._epoch,
             )
@@ -345,10 +342,10 @@ class ChangeApplier:
             finally:
                 self._epoch = state.epoch
             warnings = state.warnings
-            if schema_batch is None or "DDL" in rows.op or fronts != before:
-                saved = {**model.to_json(), "snapshot_declared": declared, "snapshot_fronts": fronts}
+            if schema_batch is None or "DDL" in rows.op:
+                saved = {**model.to_json(), "snapshot_declared": declared}
                 write_atomic(self._schema_file(batch_id), json.dumps(saved).encode())
-                self._models = {batch_id: (model, declared, fronts)}
+                self._models = {batch_id: (model, declared)}
                 schema_batch = batch_id
         for w in warnings:
             log.warning("micro-batches %s: %s", _span(ids), w)
@@ -403,32 +400,24 @@ class ChangeApplier:
     def _schema_file(self, batch_id: int) -> Path:
         return self._state / "schema" / f"{batch_id:020d}.json"
 
-    def _model(
-        self, schema_batch: int | None, rows: BatchRows
-    ) -> tuple[SchemaModel, dict[str, list], dict[str, Any]]:
-        """The model in force before the batch, the tables the snapshot declared (where) and its
-        fronts; copies when the batch's DDL or chunks will change them."""
+    def _model(self, schema_batch: int | None, rows: BatchRows) -> tuple[SchemaModel, dict[str, list]]:
+        """The model in force before the batch, and the tables the snapshot declared (where);
+        copies when the batch's DDL will change them."""
         if schema_batch is None:
             if self.schema is not None:
-                return self.schema.copy(), {}, {}
+                return self.schema.copy(), {}
             if self.schema_ddl is not None:
-                return model_from_ddl(self.schema_ddl), {}, {}
+                return model_from_ddl(self.schema_ddl), {}
             if self.schema_history is not None:
-                return model_at(self.schema_history, rows.file[0], rows.offset[0]), {}, {}
-            return SchemaModel(), {}, {}
+                return model_at(self.schema_history, rows.file[0], rows.offset[0]), {}
+            return SchemaModel(), {}
         cached = self._models.get(schema_batch)
         if cached is None:
             saved = json.loads(self._schema_file(schema_batch).read_text())
-            cached = (
-                SchemaModel.from_json(saved),
-                saved.get("snapshot_declared", {}),
-                saved.get("snapshot_fronts", {}),
-            )
+            cached = (SchemaModel.from_json(saved), saved.get("snapshot_declared", {}))
             self._models = {schema_batch: cached}
-        model, declared, fronts = cached
-        if "DDL" in rows.op:
-            return model.copy(), dict(declared), dict(fronts)
-        return model, declared, dict(fronts)
+        model, declared = cached
+        return (model.copy(), dict(declared)) if "DDL" in rows.op else (model, declared)
 
     # ------------------------------------------------------------------ step journal
     def _progress(self) -> tuple[int, int, int] | None:

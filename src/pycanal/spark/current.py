@@ -52,7 +52,6 @@ from pycanal.parse.ddl import (
 )
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 from pycanal.parse.position import binlog_file_order
-from pycanal.snapshot.chunks import EXACT_RANGE_TYPES
 
 from .cow import CONTENTS, Contents, KeyedTable
 from .executors import Failure, MergeContext, MergeWork
@@ -285,7 +284,6 @@ class CurrentState:
         contents: Contents | None = None,
         maintenance: Maintenance | None = None,
         declared: dict[str, list] | None = None,
-        fronts: dict[str, str | list | None] | None = None,
         executors: Callable[[MergeContext, list[MergeWork]], tuple[list[Failure | None], dict[str, int]]]
         | None = None,
         epoch: str = "",
@@ -295,10 +293,6 @@ class CurrentState:
         # "db.table" -> [file, offset] of the snapshot's CREATE TABLE (SNAPSHOT_DDL): the schema
         # there; the stream's changes before it are in the snapshot's chunks (read after it)
         self.declared = declared if declared is not None else {}
-        # "db.table" -> the lower bound (a CHUNK row's bound; None: the first chunk's) of the keys
-        # its snapshot has not read yet, for tables whose chunks carry ranges: the stream's
-        # changes there are left to the chunks, which are read after them (Flink CDC's rule)
-        self.fronts = fronts if fronts is not None else {}
         self.threads = threads
         self.tables = tables if tables is not None else {}
         self.contents = contents if contents is not None else CONTENTS
@@ -351,9 +345,6 @@ class CurrentState:
                     name = f"{database}.{table}"
                     if name not in self.declared or _order(*self.declared[name]) < _order(*at):
                         self.declared[name] = list(at)
-                        now = self.model.table(database, table)
-                        if now is not None and _ranged_key(now, EXACT_RANGE_TYPES):
-                            self.fronts[name] = None  # nothing read yet
                     if known is not None and not _ranged_key(known):
                         # Its chunks carry no key range to delete by: the rows of the table the
                         # source may not have any more (the stream's deletes before the
@@ -400,10 +391,8 @@ class CurrentState:
             since = self.declared.get(f"{database}.{table}")
             if since is not None:  # the stream's rows before the snapshot's schema: in its chunks
                 idx = rows.at_or_after(idx, since[0], since[1])
-            if len(idx) and f"{database}.{table}" in self.fronts:
-                idx = self._unread_left_out(database, table, idx, rows)
-            if not len(idx):
-                continue
+                if not len(idx):
+                    continue
             step = self._next()
             if step is not None:
                 todo.append((database, table, idx, rows, step))
@@ -420,44 +409,6 @@ class CurrentState:
             for future in futures:  # the first failure in step order
                 future.result()
         self.on_step(todo[-1][-1])
-
-    def _unread_left_out(self, database: str, table: str, idx: pa.Array, rows: BatchRows) -> pa.Array:
-        """``idx`` without the stream's changes of keys the table's snapshot reads in a later
-        chunk (the front after ``idx``'s chunks, which advance it, and up): that chunk, read after
-        them, has their effect. An UPDATE whose old key was read is kept."""
-        name = f"{database}.{table}"
-        op = rows.columns["op"].take(idx)
-        i = idx[0].as_py()
-        t = self._table(database, table, f"first at {rows.file[i]}:{rows.offset[i]}")
-        plan = self._plan(t)
-        chunks = idx.filter(pc.equal(op, CHUNK))
-        if not len(chunks) and pc.any(pc.equal(op, "READ")).as_py():  # chunks without ranges: no rule
-            del self.fronts[name]
-            return idx
-        if len(chunks):
-            # Chunks read in parallel come in the order of their positions, not of their ranges.
-            afters = rows.columns.table.column("after").take(chunks)  # not the whole column combined
-            uppers = [json.loads(a)["upper"] for a in afters.to_pylist()]
-            if None in uppers:  # the last chunk: every key read
-                del self.fronts[name]
-                return idx
-            self.fronts[name] = max(uppers, key=lambda u: [v.as_py() for v in self._bound(t, plan, u) or []])
-        stream = pc.is_in(op, value_set=pa.array(["INSERT", "UPDATE", "DELETE"]))
-        changes = idx.filter(stream)
-        front = self.fronts[name]
-        if not len(changes) or front is None:  # None: nothing read, every change left to the chunks
-            return idx.filter(pc.invert(stream))
-        low = self._bound(t, plan, front)
-        key = self._typed_keys(t, plan, _take(rows.columns["pk"], changes))
-        unread = _in_range([key.column(c.name) for c in plan.keys], low, None)
-        updates = pc.indices_nonzero(pc.equal(rows.columns["op"].take(changes), "UPDATE"))
-        if len(updates):
-            old = self._typed_keys(t, plan, _take(rows.columns["before"], changes.take(updates)), images=True)
-            read = updates.filter(pc.invert(_in_range([old.column(c.name) for c in plan.keys], low, None)))
-            unread = pc.and_(
-                unread, pc.invert(pc.is_in(_arange(len(changes)), value_set=read.cast(pa.int64())))
-            )
-        return idx.filter(pc.invert(pc.is_in(idx, value_set=changes.filter(unread))))
 
     def _in_executors(self, todo: list[tuple[str, str, pa.Array, BatchRows, int]]) -> None:
         """The group's writes by ``self.executors``; the first error in step order is raised."""
@@ -808,8 +759,6 @@ class CurrentState:
                 changed += [t for t in (old, new) if t is not None]
         if not changed:
             return
-        for t in changed:  # its key may have changed: the rest of its snapshot without the rule
-            self.fronts.pop(f"{t.schema}.{t.name}", None)
         fold = str.lower if self.model.lower_case_table_names else str
         gone = {fold(str(table_path(self.root, t.schema, t.name))) for t in changed}
         for path in [p for p in self.tables if fold(p) in gone]:
@@ -983,16 +932,12 @@ class CurrentState:
         )
 
 
-def _ranged_key(t: Table, types: frozenset[str] | None = None) -> bool:
+def _ranged_key(t: Table) -> bool:
     """Whether the lake orders ``t``'s key as the source does (integers, DECIMAL, dates, times with
-    a date, bytes), so that a snapshot chunk's key range (a ``CHUNK`` row) is tested here; with
-    ``types``, also whether each key column's type is one of them."""
+    a date, bytes), so that a snapshot chunk's key range (a ``CHUNK`` row) is tested here."""
     by_name = {c.name: c for c in t.columns}
     return bool(t.primary_key) and all(
-        name in by_name
-        and _ordered_as_source(arrow_type(by_name[name]))
-        and (types is None or by_name[name].data_type.lower() in types)
-        for name, _ in t.primary_key
+        name in by_name and _ordered_as_source(arrow_type(by_name[name])) for name, _ in t.primary_key
     )
 
 
