@@ -146,29 +146,27 @@ def snapshot_state(lake: Path) -> Any:
     return json.loads(offsets[-1].read_text().splitlines()[-1]).get("snap") if offsets else None
 
 
-def lake_equal(db: PrivateMariaDB, lake: Path, table: str) -> bool:
+def lake_k(db: PrivateMariaDB, lake: Path, table: str) -> Any:
+    """The lake table's ``k`` column (None: not there yet)."""
     from deltalake import DeltaTable
 
-    ((count, ksum),) = db.query(f"SELECT COUNT(*), COALESCE(SUM(k), 0) FROM `{db.database}`.`{table}`")
     try:
-        data = DeltaTable(str(table_path(lake, db.database, table))).to_pyarrow_table(columns=["k"])
+        return DeltaTable(str(table_path(lake, db.database, table))).to_pyarrow_table(columns=["k"])
     except Exception:  # noqa: BLE001 - not there yet
-        return False
-    return (data.num_rows, sum(data.column("k").to_pylist())) == (count, int(ksum))
+        return None
+
+
+def lake_equal(db: PrivateMariaDB, lake: Path, table: str) -> bool:
+    ((count, ksum),) = db.query(f"SELECT COUNT(*), COALESCE(SUM(k), 0) FROM `{db.database}`.`{table}`")
+    data = lake_k(db, lake, table)
+    return data is not None and (data.num_rows, sum(data.column("k").to_pylist())) == (count, int(ksum))
 
 
 def near(db: PrivateMariaDB, lake: Path, table: str) -> bool:
     """Whether the lake's table has 99% of the source's rows or more."""
-    from deltalake import DeltaTable
-
     ((count,),) = db.query(f"SELECT COUNT(*) FROM `{db.database}`.`{table}`")
-    try:
-        return (
-            DeltaTable(str(table_path(lake, db.database, table))).to_pyarrow_table(columns=["k"]).num_rows
-            >= 0.99 * count
-        )
-    except Exception:  # noqa: BLE001 - not there yet
-        return False
+    data = lake_k(db, lake, table)
+    return data is not None and data.num_rows >= 0.99 * count
 
 
 def resnapshot(pipeline: Any, db: PrivateMariaDB, lake: Path, table: str) -> dict[str, Any]:

@@ -493,13 +493,12 @@ def _chunk_bounds(read: ChunkRead | ChunkColumns) -> str | None:
     whole = chunk.lower is None and chunk.upper is None
     if not t.key or not (whole or all(t.columns[i].data_type in EXACT_RANGE_TYPES for i in t.key)):
         return None
-    names = [_jstr(t.columns[i].name) + ":" for i in t.key]
+    names = tuple(_jstr(t.columns[i].name) + ":" for i in t.key)
 
     def bound(values: tuple | None) -> str | None:
         if values is None:
             return None
-        texts = [_json_texts([decoded(t.columns[i], v)]) for i, v in zip(t.key, values, strict=True)]
-        return _objects(names, texts)[0].as_py()
+        return _image(names, tuple(decoded(t.columns[i], v) for i, v in zip(t.key, values, strict=True)))
 
     return json.dumps({"lower": bound(chunk.lower), "upper": bound(chunk.upper)})
 
