@@ -18,8 +18,10 @@ Then the lake (``--rate`` 0 skips it): sysbench ``oltp_write_only`` at ``--rate`
 alone for ``--writer-seconds`` (its rate alone, from the server's ``Com_commit``), then a
 ``pycanal server`` (conf/'s store) and the job (``start_pipeline``, ``snapshot="initial"``,
 ``--chunk-rows`` rows a chunk, local[2]) start while the writer keeps writing at that rate. The
-clock runs from the query's start to the offset that says the snapshot is done; then the lake
-is compared with the source (rows and sum of ``k``) until equal. ``--resnapshot``: before that,
+clock runs from the query's start until the micro-batch whose end offset says the snapshot is
+done is applied to the current-state table (runs before stop 28 stopped it when that micro-batch
+was planned: ``last_batch_planned_s``); then the lake is compared with the source (rows and sum
+of ``k``) until equal. ``--resnapshot``: before that,
 the table is snapshotted again while it streams (``pycanal snapshot``'s request), timed from the
 request to the snapshot's end.
 
@@ -49,6 +51,7 @@ import lake as lake_bench  # noqa: E402
 import oltp as oltp_bench  # noqa: E402
 from pycanal.snapshot import describe, plan_chunks, read_chunk  # noqa: E402
 from pycanal.snapshot.reader import connect  # noqa: E402
+from pycanal.spark.apply import applied_batch_ids  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.job import snapshot_requests, spark_session, start_pipeline  # noqa: E402
 from pycanal.spark.rows import SnapshotRows  # noqa: E402
@@ -142,8 +145,23 @@ def rate_of(db: PrivateMariaDB, seconds: float, done: Any = None) -> float:
 
 
 def snapshot_state(lake: Path) -> Any:
+    return snapshot_offset(lake)[1]
+
+
+def snapshot_offset(lake: Path) -> tuple[int | None, Any]:
+    """The last planned micro-batch and the snapshot's state at its end offset."""
     offsets = sorted((lake / "_checkpoint" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
-    return json.loads(offsets[-1].read_text().splitlines()[-1]).get("snap") if offsets else None
+    if not offsets:
+        return None, None
+    return int(offsets[-1].name), json.loads(offsets[-1].read_text().splitlines()[-1]).get("snap")
+
+
+def in_delta(pipeline: Any, lake: Path, batch: int) -> None:
+    """Wait until micro-batch ``batch`` is applied to the current-state tables."""
+    while not any(b >= batch for b in applied_batch_ids(lake)):
+        if pipeline.query.exception() is not None:
+            raise RuntimeError(f"the query failed: {pipeline.query.exception()}")
+        time.sleep(0.1)
 
 
 def lake_k(db: PrivateMariaDB, lake: Path, table: str) -> Any:
@@ -180,10 +198,11 @@ def resnapshot(pipeline: Any, db: PrivateMariaDB, lake: Path, table: str) -> dic
     request_snapshot(snapshot_requests(lake), [f"{db.database}.{table}"])
     while snapshot_state(lake) == "done":  # not taken yet
         time.sleep(0.2)
-    while snapshot_state(lake) != "done":
+    while (end := snapshot_offset(lake))[1] != "done":
         if pipeline.query.exception() is not None:
             raise RuntimeError(f"the query failed: {pipeline.query.exception()}")
         time.sleep(0.2)
+    in_delta(pipeline, lake, end[0])
     secs = time.monotonic() - t0
     rounds = list(pipeline.applier.rounds)[before:]
     out = {
@@ -222,19 +241,29 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
                                   apply_share=args.apply_share)  # fmt: skip
         try:
             first_chunks: list[float] = []  # when the first micro-batch with chunks was planned
+            last: list[int] = []  # the micro-batch whose end offset says the snapshot is done
 
             def done() -> bool:
-                state = snapshot_state(lake)
+                batch, state = snapshot_offset(lake)
                 if not first_chunks and isinstance(state, dict) and state.get("read"):
                     first_chunks.append(time.monotonic() - t0)
+                if state == "done" and batch is not None:
+                    last.append(batch)
                 return state == "done" or pipeline.query.exception() is not None
 
-            during = rate_of(db, 3600, done)
+            c0, w0 = commits(db), time.monotonic()
+            rate_of(db, 3600, done)
+            planned = time.monotonic() - t0
             if pipeline.query.exception() is not None:
                 raise RuntimeError(f"the query failed: {pipeline.query.exception()}")
+            in_delta(pipeline, lake, last[0])
+            during = (commits(db) - c0) / (time.monotonic() - w0)
             secs = time.monotonic() - t0
             startup = first_chunks[0] if first_chunks else None
-            log(f"snapshot done after {secs:.1f} s; the writer meanwhile: {during:,.0f} txn/s")
+            log(
+                f"snapshot in the Delta table after {secs:.1f} s (its last micro-batch planned after "
+                f"{planned:.1f} s); the writer meanwhile: {during:,.0f} txn/s"
+            )
             for p in pipeline.query.recentProgress[:3]:
                 log(f"batch {p['batchId']} at {p['timestamp']}: {p['durationMs']}")
             stats = lake_bench.batch_stats(pipeline, 0)
@@ -260,7 +289,8 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         server.wait(timeout=30)
     return {
         "rows_at_start": int(rows),
-        "snapshot_s": round(secs, 1),
+        "snapshot_s": round(secs, 1),  # query start -> the last chunks applied to the Delta table
+        "last_batch_planned_s": round(planned, 1),  # (the clock of runs before stop 28)
         "rows_per_s": round(int(rows) / secs),
         "startup_s": round(startup, 1) if startup else None,  # query start -> first chunks planned
         "rows_per_s_after_startup": round(int(rows) / (secs - startup)) if startup else None,
