@@ -163,6 +163,40 @@ def test_position_order(tmp_path: Path) -> None:
     assert _sorted(table).column("pk").to_pylist() == ["0", "2", "3", "1"]
 
 
+def test_runs_in_position_order_are_put_in_order_as_a_stable_sort_would() -> None:
+    """Blocks of rows in order (parallel snapshot chunks, each at its own position) are reordered
+    as slices: the result is the stable sort's in every case (a null row number last among its
+    offset's rows), and made of slices where the sort moves whole blocks."""
+    rng = random.Random(7)
+
+    def stable(table: pa.Table) -> list:
+        keyed = [(p["file"], p["offset"], p["row"]) for p in table.column("position").to_pylist()]
+        order = sorted(
+            range(len(keyed)), key=lambda i: (*keyed[i][:2], keyed[i][2] is None, keyed[i][2] or 0)
+        )
+        return [table.column("pk")[i].as_py() for i in order]
+
+    for trial in range(300):
+        runs = []
+        for r in range(rng.randint(1, 6)):
+            offset = rng.choice([10, 20, 30, 40, 50, 60]) if trial % 3 else 10 * (r + 1)
+            rows = sorted(rng.sample(range(8), rng.randint(1, 4)))
+            runs.append([(offset, row) for row in rows])
+        rng.shuffle(runs)
+        flat = [p for run in runs for p in run]
+        rows = [
+            change(0, "d", "t", DAY)._replace(pk=str(i), position=RowPosition("mysql-bin.000001", o, r, None))
+            for i, (o, r) in enumerate(flat)
+        ]
+        if trial % 50 == 7:
+            rows[0] = rows[0]._replace(position=RowPosition("mysql-bin.000001", 10, None, None))  # type: ignore[arg-type]
+        table = pa.Table.from_batches([to_record_batch(rows)])
+        out = _sorted(table)
+        assert out.column("pk").to_pylist() == stable(table), flat
+        if trial % 3 == 0 and trial % 50 != 7 and flat != sorted(flat):  # runs of distinct offsets
+            assert out.column("pk").num_chunks > 1  # blocks put in order as slices, no copy
+
+
 def test_commit_waits_for_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The files are written in the background: a failure there fails the commit, no marker."""
 

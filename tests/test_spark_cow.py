@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from pycanal.spark.apply import ChangeApplier
-from pycanal.spark.cow import Contents, KeyedTable, unsupported
+from pycanal.spark.cow import Contents, KeyedTable, take_in_blocks, unsupported
 from pycanal.spark.current import table_path
 from pycanal.spark.rows import ChangeRow, RowPosition
 from spark_fixtures import arrow_rows
@@ -420,3 +420,22 @@ def test_an_applier_without_kept_rows_writes_the_same_tables(tmp_path: Path) -> 
         return sorted((r["id"], r["v"]) for r in data.to_pylist())
 
     assert rows_of(tmp_path / "a") == rows_of(tmp_path / "b") and len(rows_of(tmp_path / "a")) == len(live)
+
+
+def test_take_in_blocks_is_take() -> None:
+    """Any order, blocks or not, many blocks or few: the rows ``take`` gives, and slices (no copy)
+    where the order moves a few whole blocks."""
+    rng = random.Random(3)
+    table = pa.table({"k": range(1000), "s": [f"v{i}" for i in range(1000)]})
+    for trial in range(200):
+        cuts = sorted(rng.sample(range(1, 1000), rng.choice([1, 3, 10, 300])))
+        blocks = [list(range(a, b)) for a, b in zip([0, *cuts], [*cuts, 1000], strict=True)]
+        rng.shuffle(blocks)
+        order = [i for b in blocks for i in b]
+        if trial % 4 == 0:
+            order = rng.sample(range(1000), rng.randint(0, 1000))  # not a permutation of blocks
+        out = take_in_blocks(table, pa.array(order, pa.uint64()), max_blocks=100)
+        assert out.equals(table.take(pa.array(order, pa.int64()))), trial
+        moves = 1 + sum(b != a + 1 for a, b in zip(order, order[1:], strict=False))
+        if trial % 4 and moves < 100:
+            assert out.column("s").num_chunks == moves

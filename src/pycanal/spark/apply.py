@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 from pycanal.parse.meta import SchemaModel
 
 from .changelog import ChangeLog, batch_ids, last_change_times, write_atomic
-from .cow import Contents
+from .cow import Contents, take_in_blocks
 from .current import APP_ID, ApplyError, BatchRows, CurrentState
 from .executors import run_in_executors
 from .maintenance import Maintenance
@@ -84,13 +84,15 @@ def _arrow(batch: Any) -> pa.Table:
 
 
 def _sorted(table: pa.Table) -> pa.Table:
-    """The rows in position order (a stable sort); batches mostly come in that order already."""
+    """The rows in position order (a stable sort). Batches mostly come in that order already, or
+    as a few blocks in order (a snapshot's chunks read in parallel, each at its own position):
+    those blocks are put in order as slices, without copying the rows."""
     pos = table.column("position").combine_chunks()
     keys = pa.table({"f": pos.field("file"), "o": pos.field("offset"), "r": pos.field("row")})
     if _in_order(keys):
         return table
     order = pc.sort_indices(keys, sort_keys=[("f", "ascending"), ("o", "ascending"), ("r", "ascending")])
-    return table.take(order)
+    return take_in_blocks(table, order)
 
 
 def _in_order(keys: pa.Table) -> bool:

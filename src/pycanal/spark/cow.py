@@ -42,7 +42,7 @@ from pycanal import __version__
 
 from .checkpoint import from_log
 
-__all__ = ["CONTENTS", "Contents", "KeyedTable", "unsupported"]
+__all__ = ["CONTENTS", "Contents", "KeyedTable", "take_in_blocks", "unsupported"]
 
 _WRITER_FEATURES = {"timestampNtz", "appendOnly", "invariants"}  # invariants/appendOnly: checked unused
 _RETRIES = 3
@@ -63,6 +63,22 @@ def unsupported(dt: DeltaTable) -> str | None:
         if "delta.invariants" in (field.metadata or {}):
             return f"invariant on column {field.name}"
     return None
+
+
+def take_in_blocks(table: pa.Table, order: pa.Array, max_blocks: int = 256) -> pa.Table:
+    """``table.take(order)``; where ``order`` moves whole blocks of consecutive rows (a snapshot's
+    chunks, files of disjoint key ranges), as slices of ``table`` in that order, without copying
+    the rows (up to ``max_blocks`` blocks)."""
+    order = order.cast(pa.int64())
+    if len(order) < 2:
+        return table.take(order)
+    jumps = pc.indices_nonzero(pc.not_equal(pc.subtract(order[1:], order[:-1]), 1)).to_pylist()
+    if len(jumps) >= max_blocks:
+        return table.take(order)
+    starts, stops = [0, *(j + 1 for j in jumps)], [*(j + 1 for j in jumps), len(order)]
+    return pa.concat_tables(
+        [table.slice(order[a].as_py(), b - a) for a, b in zip(starts, stops, strict=True)]
+    )
 
 
 def _exact(t: pa.DataType) -> bool:
@@ -272,7 +288,7 @@ class KeyedTable:
         n = math.ceil(new.nbytes * self._ratio / self.file_bytes)
         if n <= 1 or self.range_key is None:
             return [new]
-        new = new.sort_by(self.range_key)
+        new = take_in_blocks(new, pc.sort_indices(new, sort_keys=[(self.range_key, "ascending")]))
         size = math.ceil(new.num_rows / n)
         return [new.slice(i, size) for i in range(0, new.num_rows, size)]
 
