@@ -104,3 +104,25 @@ def test_pipeline_refuses_an_unknown_snapshot_reader(tmp_path: Path) -> None:
     done = run("pipeline", "--address", "127.0.0.1:1", "--lake", str(tmp_path), "--snapshot-reader", "jdbc")
     assert done.returncode == 2 and "--snapshot-reader is connectorx or pymysql" in done.stderr
     assert not list(tmp_path.iterdir())  # refused before any Spark or lake work
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [([], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"), (["--driver-java-options=-Xss4m"], "-Xss4m")],
+)
+def test_pipeline_passes_the_driver_java_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], expected: str
+) -> None:
+    from typer.testing import CliRunner
+
+    import pycanal.spark.job as job
+    from pycanal.cli import app
+
+    seen: dict = {}
+    monkeypatch.setattr(job, "run", lambda lake, **kw: seen.update(kw) or 0)
+    done = CliRunner().invoke(app, ["pipeline", "--address", "127.0.0.1:1", "--lake", str(tmp_path), *flags])
+    assert done.exit_code == 0, done.output
+    assert seen["java_options"] == expected
+    seen.clear()
+    assert job.main(["--address", "127.0.0.1:1", "--lake", str(tmp_path), *flags]) == 0
+    assert seen["java_options"] == expected

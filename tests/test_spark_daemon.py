@@ -1,5 +1,6 @@
-"""pycanal.spark.daemon: Spark's Python workers import pyspark from its installed package (with
-cached bytecode), not from ``pyspark.zip``; another Spark installation's path is left as it is."""
+"""The job's Spark processes: the driver JVM's flags, and (pycanal.spark.daemon) Spark's Python
+workers importing pyspark from its installed package (with cached bytecode), not from
+``pyspark.zip``; another Spark installation's path is left as it is."""
 
 from __future__ import annotations
 
@@ -33,3 +34,10 @@ def test_workers_import_pyspark_from_the_package(spark):  # noqa: F811
     )
     for f in files.collect():
         assert ".zip" not in f and f.startswith(HOME), f
+
+
+def test_the_driver_jvm_runs_with_the_measured_flags(spark):  # noqa: F811
+    """spark_session's JVM flags reach the JVM (C1 only, ParallelGC: docs/benchmarks.md, stop 28)."""
+    bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    args = list(bean.getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" in args and "-XX:+UseParallelGC" in args, args

@@ -305,6 +305,12 @@ def pipeline(
     master: Annotated[
         str, typer.Option("--master", help="Spark master URL; '' under spark-submit (its --master).")
     ] = "local[*]",
+    driver_java_options: Annotated[
+        str | None,
+        typer.Option(
+            "--driver-java-options", help="The driver JVM's flags (local runs; default: measured ones)."
+        ),
+    ] = None,
     trigger: Annotated[str, typer.Option("--trigger", help="Micro-batch trigger interval.")] = "1 second",
     apply_threads: Annotated[int, typer.Option("--apply-threads", help="Tables written at once.")] = 2,
     apply_on: Annotated[
@@ -347,7 +353,7 @@ def pipeline(
 ) -> None:
     """Stream a destination into a lake (change log + current-state Delta tables) exactly once,
     until SIGTERM or Ctrl-C: ``python -m pycanal.spark.job`` as a command."""
-    from .spark.job import run
+    from .spark.job import DRIVER_JAVA_OPTIONS, run
 
     if not address and not zk_servers:
         typer.echo("pycanal: error: give --address or --zk-servers", err=True)
@@ -366,6 +372,7 @@ def pipeline(
     code = run(
         lake,
         master=master or None,
+        java_options=DRIVER_JAVA_OPTIONS if driver_java_options is None else driver_java_options,
         progress_seconds=progress,
         address=address or None,
         zk_servers=zk_servers or None,

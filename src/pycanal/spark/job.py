@@ -31,10 +31,23 @@ from .maintenance import Maintenance
 __all__ = ["Pipeline", "progress_line", "run", "spark_session", "start_pipeline"]
 
 
-def spark_session(local_dir: str | Path, app: str = "pycanal", master: str | None = "local[*]") -> Any:
+# The driver JVM's flags. ParallelGC (research/spark.md). C1 only (no C2 JIT): the rows bypass the
+# JVM (staged files), so its own work (scheduling, offsets, markers) runs no slower compiled by C1,
+# while C2 spent 2-3 s of CPU compiling during a job's first minute (docs/benchmarks.md, stop 28).
+DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
+
+
+def spark_session(
+    local_dir: str | Path,
+    app: str = "pycanal",
+    master: str | None = "local[*]",
+    java_options: str = DRIVER_JAVA_OPTIONS,
+) -> Any:
     """A SparkSession with the settings measured on this kind of machine
     (/work/shared/research/spark.md) and pycanal's sources registered. ``master``: Spark's master
-    URL (``local[*]``, ``spark://host:7077``, ...); None leaves it to ``spark-submit``."""
+    URL (``local[*]``, ``spark://host:7077``, ...); None leaves it to ``spark-submit``.
+    ``java_options``: the driver JVM's flags (where this call starts the JVM; under
+    ``spark-submit``, its ``--driver-java-options``)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need this venv (pyarrow, pycanal)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -47,7 +60,7 @@ def spark_session(local_dir: str | Path, app: str = "pycanal", master: str | Non
     spark = (
         builder.appName(app)
         .config("spark.driver.memory", "2g")
-        .config("spark.driver.extraJavaOptions", "-XX:+UseParallelGC")
+        .config("spark.driver.extraJavaOptions", java_options)
         .config("spark.local.dir", str(local_dir))
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
@@ -211,6 +224,7 @@ def run(
     lake: str | Path,
     *,
     master: str | None = "local[*]",
+    java_options: str = DRIVER_JAVA_OPTIONS,
     progress_seconds: float = 10.0,
     out: Any = None,
     **options: Any,
@@ -218,7 +232,7 @@ def run(
     """Run the job until SIGTERM/SIGINT (``options``: ``start_pipeline``'s); a progress line
     every ``progress_seconds`` (0: none). The exit code: 0, or 1 when the query failed."""
     out = out or sys.stdout
-    spark = spark_session(Path(lake) / "_spark-tmp", "pycanal-job", master=master)
+    spark = spark_session(Path(lake) / "_spark-tmp", "pycanal-job", master=master, java_options=java_options)
     pipeline = start_pipeline(spark, lake, **options)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -255,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trigger", default="1 second")
     ap.add_argument(
         "--master", default="local[*]", help="Spark master URL ('' under spark-submit: its --master)"
+    )
+    ap.add_argument(
+        "--driver-java-options", default=DRIVER_JAVA_OPTIONS, help="the driver JVM's flags (local runs)"
     )
     ap.add_argument("--apply-threads", type=int, default=2, help="current-state tables written at once")
     ap.add_argument(
@@ -294,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     return run(
         args.lake,
         master=args.master or None,
+        java_options=args.driver_java_options,
         progress_seconds=args.progress_seconds,
         address=args.address,
         zk_servers=args.zk_servers,
