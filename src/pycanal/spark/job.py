@@ -37,6 +37,13 @@ __all__ = ["Pipeline", "progress_line", "run", "spark_session", "start_pipeline"
 DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
 
 
+def spark_python() -> str:
+    """The Python Spark's processes run: ``pycanal-spark-python`` beside this interpreter
+    (``pycanal.spark.python``), or this interpreter where that command is not installed."""
+    launcher = Path(sys.executable).with_name("pycanal-spark-python")
+    return str(launcher) if os.access(launcher, os.X_OK) else sys.executable
+
+
 def spark_session(
     local_dir: str | Path,
     app: str = "pycanal",
@@ -49,7 +56,7 @@ def spark_session(
     ``java_options``: the driver JVM's flags (where this call starts the JVM; under
     ``spark-submit``, its ``--driver-java-options``)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers need this venv (pyarrow, pycanal)
+    os.environ["PYSPARK_PYTHON"] = spark_python()  # this venv (pyarrow, pycanal), pyspark not from its zip
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -66,7 +73,6 @@ def spark_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.python.daemon.module", "pycanal.spark.daemon")  # pyspark not from its zip
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -1,0 +1,63 @@
+"""The job's Spark processes: the driver JVM's flags, and the Python Spark starts
+(``pycanal-spark-python``) importing pyspark from its installed package (cached bytecode), not
+from ``pyspark.zip``; another Spark installation's path is left as it is."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyspark
+
+from pycanal.spark.job import spark_python
+from pycanal.spark.python import spark_zips
+from spark_fixtures import spark  # noqa: F401
+
+HOME = os.path.dirname(pyspark.__file__)
+SITE = os.path.dirname(HOME)
+ZIPS = [f"{HOME}/python/lib/pyspark.zip", f"{HOME}/python/lib/py4j-0.10.9.9-src.zip"]
+
+
+def test_the_zips_of_the_installed_package_are_copies():
+    assert spark_zips(["", *ZIPS, "/x", SITE], HOME) == ZIPS
+
+
+def test_another_spark_installation_keeps_its_zips():
+    other = ["/opt/spark/python/lib/pyspark.zip", "/opt/spark/python/lib/py4j-src.zip", SITE]
+    assert spark_zips(other, "/opt/spark") == []  # its own pyspark is the zip's
+    assert spark_zips(["", *ZIPS], HOME) == []  # no installed package on the path
+    assert spark_zips([*ZIPS, SITE], None) == []
+
+
+def test_the_command_runs_python_without_the_zips(tmp_path: Path):
+    """As Spark starts it: the zips first on PYTHONPATH, SPARK_HOME the package."""
+    assert Path(spark_python()).name == "pycanal-spark-python"  # installed beside the interpreter
+    zips = [z for z in ZIPS if os.path.exists(z)]
+    assert zips, ZIPS
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*zips, str(tmp_path)]), "SPARK_HOME": HOME}
+    code = "import sys, pyspark, py4j; print(pyspark.__file__); print(sys.executable); print(sys.path)"
+    out = subprocess.run([spark_python(), "-c", code], env=env, capture_output=True, text=True, check=True)
+    pyspark_file, executable, path = out.stdout.splitlines()
+    assert pyspark_file.startswith(HOME) and ".zip" not in pyspark_file, pyspark_file
+    assert executable == sys.executable
+    assert str(tmp_path) in path and not any(z in path for z in zips)  # the rest of PYTHONPATH kept
+    env["SPARK_HOME"] = "/opt/spark"  # another installation: the path as Spark gave it
+    out = subprocess.run([spark_python(), "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert ".zip" in out.stdout.splitlines()[0]
+
+
+def test_workers_import_pyspark_from_the_package(spark):  # noqa: F811
+    files = spark.sparkContext.parallelize([0, 1], 2).map(
+        lambda _: __import__("pyspark.worker").worker.__file__
+    )
+    for f in files.collect():
+        assert ".zip" not in f and f.startswith(HOME), f
+
+
+def test_the_driver_jvm_runs_with_the_measured_flags(spark):  # noqa: F811
+    """spark_session's JVM flags reach the JVM (C1 only, ParallelGC: docs/benchmarks.md, stop 28)."""
+    bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    args = list(bean.getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" in args and "-XX:+UseParallelGC" in args, args
