@@ -28,7 +28,15 @@ from pycanal.heap import settle
 from .apply import ChangeApplier, stage_dir
 from .maintenance import Maintenance
 
-__all__ = ["Pipeline", "progress_line", "run", "spark_session", "start_pipeline"]
+__all__ = [
+    "DRIVER_JAVA_OPTIONS",
+    "Pipeline",
+    "progress_line",
+    "run",
+    "spark_python",
+    "spark_session",
+    "start_pipeline",
+]
 
 
 # The driver JVM's flags. ParallelGC (research/spark.md). C1 only (no C2 JIT): the rows bypass the
