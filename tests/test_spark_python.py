@@ -61,3 +61,17 @@ def test_the_driver_jvm_runs_with_the_measured_flags(spark):  # noqa: F811
     bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     args = list(bean.getInputArguments())
     assert "-XX:TieredStopAtLevel=1" in args and "-XX:+UseParallelGC" in args, args
+
+
+def test_the_canal_source_imports_no_server():
+    """Every Python process Spark starts imports the source's module: not the server's stack
+    (its instances, parsers, deployer), which the client's HA election once pulled in."""
+    code = "import sys, pycanal.spark.canal_source; print(sorted(m for m in sys.modules if m.startswith('pycanal.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    for heavy in (
+        "pycanal.server.deployer",
+        "pycanal.server.embedded",
+        "pycanal.instance",
+        "pycanal.parse.parser",
+    ):
+        assert f"'{heavy}'" not in out, out

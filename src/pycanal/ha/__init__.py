@@ -9,11 +9,8 @@
 * :mod:`pycanal.ha.paths`: the znodes and their JSON. ``docs/ha.md`` explains the design.
 """
 
-from .election import FencedError, NotActiveError, RunningMonitor
-from .fence import FencedMetaManager, FencedZooKeeper
-from .paths import ClientRunningData, RunningDataError, ServerRunningData
-from .registry import EphemeralNode
-from .server import ServerHA, ServerRunningMonitor
+from importlib import import_module
+from typing import Any
 
 __all__ = [
     "ClientRunningData",
@@ -28,3 +25,26 @@ __all__ = [
     "ServerRunningData",
     "ServerRunningMonitor",
 ]
+
+# Where each name lives, imported on first use: ``pycanal.ha.paths`` alone (what clients need)
+# does not pull in the election's server stack.
+_HOMES = {
+    "ClientRunningData": "paths",
+    "EphemeralNode": "registry",
+    "FencedError": "election",
+    "FencedMetaManager": "fence",
+    "FencedZooKeeper": "fence",
+    "NotActiveError": "election",
+    "RunningDataError": "paths",
+    "RunningMonitor": "election",
+    "ServerHA": "server",
+    "ServerRunningData": "paths",
+    "ServerRunningMonitor": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{home}", __name__), name)

@@ -59,7 +59,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import KazooState, WatchedEvent, ZnodeStat
 
-from pycanal.server.embedded import CanalServerError
+from pycanal.errors import CanalServerError
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient

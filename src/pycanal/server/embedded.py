@@ -40,6 +40,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from pycanal.errors import CanalServerError
 from pycanal.instance import CanalInstance
 from pycanal.meta import ClientIdentity
 from pycanal.meta import PositionRange as MetaPositionRange
@@ -66,10 +67,6 @@ _UNITS = {
     "hours": 3600.0,
     "days": 86400.0,
 }
-
-
-class CanalServerError(RuntimeError):
-    """Canal's ``CanalServerException``."""
 
 
 @dataclass(slots=True)
