@@ -9,8 +9,7 @@
 * :mod:`pycanal.ha.paths`: the znodes and their JSON. ``docs/ha.md`` explains the design.
 """
 
-from importlib import import_module
-from typing import Any
+from pycanal._lazy import lazy_names
 
 __all__ = [
     "ClientRunningData",
@@ -28,23 +27,19 @@ __all__ = [
 
 # Where each name lives, imported on first use: ``pycanal.ha.paths`` alone (what clients need)
 # does not pull in the election's server stack.
-_HOMES = {
-    "ClientRunningData": "paths",
-    "EphemeralNode": "registry",
-    "FencedError": "election",
-    "FencedMetaManager": "fence",
-    "FencedZooKeeper": "fence",
-    "NotActiveError": "election",
-    "RunningDataError": "paths",
-    "RunningMonitor": "election",
-    "ServerHA": "server",
-    "ServerRunningData": "paths",
-    "ServerRunningMonitor": "server",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{home}", __name__), name)
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "ClientRunningData": "paths",
+        "EphemeralNode": "registry",
+        "FencedError": "election",
+        "FencedMetaManager": "fence",
+        "FencedZooKeeper": "fence",
+        "NotActiveError": "election",
+        "RunningDataError": "paths",
+        "RunningMonitor": "election",
+        "ServerHA": "server",
+        "ServerRunningData": "paths",
+        "ServerRunningMonitor": "server",
+    },
+)

@@ -1,8 +1,7 @@
 """Canal's servers: the embedded API (:mod:`pycanal.server.embedded`) and the deployer that builds
 it from a Canal conf dir (:mod:`pycanal.server.deployer`)."""
 
-from importlib import import_module
-from typing import Any
+from pycanal._lazy import lazy_names
 
 __all__ = [
     "CanalServerError",
@@ -15,18 +14,14 @@ __all__ = [
 
 # Where each name lives, imported on first use: a client importing the protocol's codec
 # (``pycanal.server.wire``) does not pull in the server, its instances and parsers.
-_HOMES = {
-    "CanalServerError": "embedded",
-    "CanalServerWithEmbedded": "embedded",
-    "CanalTcpServer": "tcp",
-    "Deployer": "deployer",
-    "Message": "embedded",
-    "build_instance": "deployer",
-}
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f".{home}", __name__), name)
+__getattr__ = lazy_names(
+    __name__,
+    {
+        "CanalServerError": "embedded",
+        "CanalServerWithEmbedded": "embedded",
+        "CanalTcpServer": "tcp",
+        "Deployer": "deployer",
+        "Message": "embedded",
+        "build_instance": "deployer",
+    },
+)
