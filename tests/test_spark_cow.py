@@ -114,7 +114,7 @@ def test_checkpoints_from_the_previous_one_equal_delta_rs_ones(
     path = tmp_path / "t"
     week = {"delta.deletedFileRetentionDuration": "interval 7 days"}
     write_deltalake(str(path), SCHEMA.empty_table(), mode="error", configuration=week)
-    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), file_bytes=1500)  # several files, cut and merged
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), file_bytes=1000)  # several files, cut and merged
     rnd, model = random.Random(11), {}
 
     def writes(first: int, last: int) -> None:

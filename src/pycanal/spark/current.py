@@ -53,7 +53,7 @@ from pycanal.parse.ddl import (
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 from pycanal.parse.position import binlog_file_order
 
-from .cow import CONTENTS, Contents, KeyedTable
+from .cow import CONTENTS, WRITER_PROPERTIES, Contents, KeyedTable
 from .executors import Failure, MergeContext, MergeWork
 from .maintenance import Maintenance
 from .rows import CHUNK, SNAPSHOT_DDL
@@ -505,6 +505,7 @@ class CurrentState:
                         source_alias="s",
                         target_alias="t",
                         commit_properties=self._txn(step),
+                        writer_properties=WRITER_PROPERTIES,
                     )
                     .when_matched_delete(f"s.{_OP} = 'D'")
                     .when_matched_update_all(f"s.{_OP} = 'U'", except_cols=[_OP])
@@ -928,7 +929,12 @@ class CurrentState:
                 ) from None
         rewritten = pa.Table.from_arrays(arrays, schema=schema)
         write_deltalake(
-            str(path), rewritten, mode="overwrite", schema_mode="overwrite", commit_properties=self._txn(step)
+            str(path),
+            rewritten,
+            mode="overwrite",
+            schema_mode="overwrite",
+            commit_properties=self._txn(step),
+            writer_properties=WRITER_PROPERTIES,
         )
 
 

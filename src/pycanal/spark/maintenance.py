@@ -42,6 +42,8 @@ import zlib
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .cow import WRITER_PROPERTIES
+
 __all__ = ["Maintenance"]
 
 
@@ -91,7 +93,9 @@ class Maintenance:
             if what == "compact":
                 if not table.compactable(self.file_mb << 20):
                     continue  # nothing to merge (the writer knows its files): no need to read the log
-                table.delta().optimize.compact(target_size=self.file_mb << 20)
+                table.delta().optimize.compact(
+                    target_size=self.file_mb << 20, writer_properties=WRITER_PROPERTIES
+                )
             elif what == "checkpoint":
                 table.checkpoint()
                 self._retention(name, table)
