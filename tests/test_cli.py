@@ -107,11 +107,15 @@ def test_pipeline_refuses_an_unknown_snapshot_reader(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("flags", "expected"),
-    [([], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"), (["--driver-java-options=-Xss4m"], "-Xss4m")],
+    ("flags", "expected", "archive"),
+    [
+        ([], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1", "auto"),
+        (["--driver-java-options=-Xss4m", "--class-archive", "off"], "-Xss4m", None),
+        (["--class-archive", "/a/b.jsa"], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1", "/a/b.jsa"),
+    ],
 )
 def test_pipeline_passes_the_driver_java_options(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], expected: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str], expected: str, archive: str | None
 ) -> None:
     from typer.testing import CliRunner
 
@@ -122,7 +126,7 @@ def test_pipeline_passes_the_driver_java_options(
     monkeypatch.setattr(job, "run", lambda lake, **kw: seen.update(kw) or 0)
     done = CliRunner().invoke(app, ["pipeline", "--address", "127.0.0.1:1", "--lake", str(tmp_path), *flags])
     assert done.exit_code == 0, done.output
-    assert seen["java_options"] == expected
+    assert (seen["java_options"], seen["class_archive"]) == (expected, archive)
     seen.clear()
     assert job.main(["--address", "127.0.0.1:1", "--lake", str(tmp_path), *flags]) == 0
-    assert seen["java_options"] == expected
+    assert (seen["java_options"], seen["class_archive"]) == (expected, archive)

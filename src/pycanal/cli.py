@@ -311,6 +311,13 @@ def pipeline(
             "--driver-java-options", help="The driver JVM's flags (local runs; default: measured ones)."
         ),
     ] = None,
+    class_archive: Annotated[
+        str,
+        typer.Option(
+            "--class-archive",
+            help="The driver JVM's class archive: auto (this machine's: python -m pycanal.spark.jvm), off, or a path.",
+        ),
+    ] = "auto",
     trigger: Annotated[str, typer.Option("--trigger", help="Micro-batch trigger interval.")] = "1 second",
     apply_threads: Annotated[int, typer.Option("--apply-threads", help="Tables written at once.")] = 2,
     apply_on: Annotated[
@@ -373,6 +380,7 @@ def pipeline(
         lake,
         master=master or None,
         java_options=DRIVER_JAVA_OPTIONS if driver_java_options is None else driver_java_options,
+        class_archive=None if class_archive == "off" else class_archive,
         progress_seconds=progress,
         address=address or None,
         zk_servers=zk_servers or None,

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from pycanal.heap import settle
 
 from .apply import ChangeApplier, stage_dir
+from .jvm import archive_options
 from .maintenance import Maintenance
 
 __all__ = [
@@ -57,12 +58,16 @@ def spark_session(
     app: str = "pycanal",
     master: str | None = "local[*]",
     java_options: str = DRIVER_JAVA_OPTIONS,
+    class_archive: str | Path | None = "auto",
 ) -> Any:
     """A SparkSession with the settings measured on this kind of machine
     (/work/shared/research/spark.md) and pycanal's sources registered. ``master``: Spark's master
     URL (``local[*]``, ``spark://host:7077``, ...); None leaves it to ``spark-submit``.
     ``java_options``: the driver JVM's flags (where this call starts the JVM; under
-    ``spark-submit``, its ``--driver-java-options``)."""
+    ``spark-submit``, its ``--driver-java-options``), with ``class_archive`` mapped
+    (``pycanal.spark.jvm``: "auto" is this machine's archive where it was made; None: none)."""
+    if class_archive is not None and "SharedArchiveFile" not in java_options:
+        java_options = f"{java_options} {archive_options(class_archive)}".strip()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = spark_python()  # this venv (pyarrow, pycanal), pyspark not from its zip
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -239,6 +244,7 @@ def run(
     *,
     master: str | None = "local[*]",
     java_options: str = DRIVER_JAVA_OPTIONS,
+    class_archive: str | Path | None = "auto",
     progress_seconds: float = 10.0,
     out: Any = None,
     **options: Any,
@@ -246,7 +252,10 @@ def run(
     """Run the job until SIGTERM/SIGINT (``options``: ``start_pipeline``'s); a progress line
     every ``progress_seconds`` (0: none). The exit code: 0, or 1 when the query failed."""
     out = out or sys.stdout
-    spark = spark_session(Path(lake) / "_spark-tmp", "pycanal-job", master=master, java_options=java_options)
+    spark = spark_session(
+        Path(lake) / "_spark-tmp", "pycanal-job", master=master, java_options=java_options,
+        class_archive=class_archive,
+    )  # fmt: skip
     pipeline = start_pipeline(spark, lake, **options)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -287,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--driver-java-options", default=DRIVER_JAVA_OPTIONS, help="the driver JVM's flags (local runs)"
     )
+    ap.add_argument(
+        "--class-archive",
+        default="auto",
+        help="the driver JVM's class archive: auto (this machine's, python -m pycanal.spark.jvm), off, or a path",
+    )
     ap.add_argument("--apply-threads", type=int, default=2, help="current-state tables written at once")
     ap.add_argument(
         "--apply-on", choices=("driver", "executors"), default="driver", help="where the tables are written"
@@ -326,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         args.lake,
         master=args.master or None,
         java_options=args.driver_java_options,
+        class_archive=None if args.class_archive == "off" else args.class_archive,
         progress_seconds=args.progress_seconds,
         address=args.address,
         zk_servers=args.zk_servers,

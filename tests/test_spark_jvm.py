@@ -1,0 +1,73 @@
+"""The driver JVM's class archive (pycanal.spark.jvm): named after Java and Spark, made by a
+training run, and mapped by a driver JVM that must use it (``-Xshare:on`` fails otherwise)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pycanal.spark.job import DRIVER_JAVA_OPTIONS
+from pycanal.spark.jvm import archive_options, class_archive, make_class_archive
+
+pytestmark = pytest.mark.skipif(class_archive() is None, reason="no Java")
+
+_SESSION = """
+import sys
+from pycanal.spark.job import spark_session
+spark = spark_session(sys.argv[1], master="local[1]", java_options=sys.argv[2], class_archive=sys.argv[3])
+assert spark.range(1000).selectExpr("id % 3 AS m").groupBy("m").count().count() == 3
+spark.stop()
+"""
+
+
+def _session(tmp_path: Path, archive: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SESSION,
+            str(tmp_path / "local"),
+            f"{DRIVER_JAVA_OPTIONS} -Xshare:on",
+            str(archive),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_archive_is_named_after_java_and_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = class_archive(tmp_path)
+    assert mine is not None and mine.parent == tmp_path and mine == class_archive(tmp_path)
+    assert archive_options(mine) == ""  # not made: nothing to map
+    mine.write_bytes(b"x")
+    assert archive_options(mine) == f"-XX:SharedArchiveFile={mine}"
+    assert archive_options(None) == ""
+
+    other = tmp_path / "jdk"
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "java").write_text("#!/bin/sh\n")
+    (other / "release").write_text('JAVA_VERSION="21.0.1"\n')
+    monkeypatch.setenv("JAVA_HOME", str(other))
+    theirs = class_archive(tmp_path)
+    assert theirs is not None and theirs != mine  # another JVM uses none of this one's archive
+    monkeypatch.setenv("PYCANAL_CACHE_DIR", str(tmp_path / "cache"))
+    assert class_archive().parent == tmp_path / "cache"
+
+
+def test_a_made_archive_is_mapped_by_the_driver_jvm(tmp_path: Path) -> None:
+    archive = make_class_archive(DRIVER_JAVA_OPTIONS, tmp_path / "spark.jsa")
+    assert archive.is_file() and archive.stat().st_size > 10 << 20
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    done = _session(tmp_path, archive)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    # The check bites: with -Xshare:on a JVM that cannot map its archive does not start.
+    broken = tmp_path / "broken.jsa"
+    broken.write_bytes(os.urandom(1 << 16))
+    failed = _session(tmp_path, broken)
+    assert failed.returncode != 0
