@@ -114,7 +114,7 @@ def test_checkpoints_from_the_previous_one_equal_delta_rs_ones(
     path = tmp_path / "t"
     week = {"delta.deletedFileRetentionDuration": "interval 7 days"}
     write_deltalake(str(path), SCHEMA.empty_table(), mode="error", configuration=week)
-    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), file_bytes=1000)  # several files, cut and merged
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), file_bytes=1500)  # several files, cut and merged
     rnd, model = random.Random(11), {}
 
     def writes(first: int, last: int) -> None:
@@ -439,3 +439,25 @@ def test_take_in_blocks_is_take() -> None:
         moves = 1 + sum(b != a + 1 for a, b in zip(order, order[1:], strict=False))
         if trial % 4 and moves < 100:
             assert out.column("s").num_chunks == moves
+
+
+def test_big_files_are_zstd_and_small_ones_snappy(tmp_path: Path) -> None:
+    """A file of 1 MiB of rows and up is written with zstd, a smaller one with snappy; the table
+    reads back whole across both codecs, by delta-rs and from the files read again."""
+    t = table(tmp_path, contents=Contents(0))  # nothing kept: a write reads the files it replaces
+    big = {k: k for k in range(60_000)}  # ~22 bytes a row in Arrow: over 1 MiB
+    t.write(*rows(big), 1, {})
+    small = {k: k + 1 for k in range(100_000, 100_010)}  # beyond the big file's key range: a file of its own
+    t.write(*rows(small), 2, {})
+    t.write(*rows({100_003: None, 100_020: 9}), 3, {})  # rewrites the small file only
+    codecs = {}
+    for name, f in t.files.items():
+        meta = pq.ParquetFile(tmp_path / "t" / name).metadata
+        codec = {meta.row_group(0).column(i).compression for i in range(meta.num_columns)}
+        assert len(codec) == 1 and name.endswith(f".{next(iter(codec)).lower()}.parquet")
+        codecs[f.low] = codec.pop()
+    assert codecs == {0: "ZSTD", 100_000: "SNAPPY"}
+    want = {
+        k: (v, f"s{v}" if v % 3 else None) for k, v in (big | small | {100_020: 9}).items() if k != 100_003
+    }
+    assert contents(tmp_path / "t") == want

@@ -46,11 +46,12 @@ __all__ = ["CONTENTS", "WRITER_PROPERTIES", "Contents", "KeyedTable", "take_in_b
 
 _WRITER_FEATURES = {"timestampNtz", "appendOnly", "invariants"}  # invariants/appendOnly: checked unused
 _RETRIES = 3
-# zstd, not snappy, for every data file of a current-state table (delta-rs' MERGE and compaction
-# too): text columns of a few thousand rows and up write 15-30% faster, read 2.5x faster and take
-# 40% less disk (docs/benchmarks.md, stop 29).
-_COMPRESSION = "zstd"
-WRITER_PROPERTIES = WriterProperties(compression=_COMPRESSION.upper())
+# zstd, not snappy, for a current-state table's data files of 1 MiB of rows and up (and delta-rs'
+# MERGE, compaction and DDL rewrites): text of some entropy writes 15-30% faster, reads 2.4x faster
+# and takes 40% less disk. Smaller files stay snappy: zstd's fixed cost a column made a 1,000-row
+# write of the lake bench's rows 50% dearer (docs/benchmarks.md, stop 29).
+_ZSTD_FROM_BYTES = 1 << 20
+WRITER_PROPERTIES = WriterProperties(compression="ZSTD")
 
 
 def unsupported(dt: DeltaTable) -> str | None:
@@ -343,10 +344,11 @@ class KeyedTable:
         return data.take(rows.join(changed, self.keys, join_type="left anti").column("__row"))
 
     def _write_file(self, data: pa.Table) -> tuple[str, _File, str]:
-        name = f"{_PREFIX}{uuid.uuid4()}.{_COMPRESSION}.parquet"
+        codec = "zstd" if data.nbytes >= _ZSTD_FROM_BYTES else "snappy"
+        name = f"{_PREFIX}{uuid.uuid4()}.{codec}.parquet"
         # No dictionary pages: keys are unique and a small file's other columns rarely repeat enough
         # to pay for hashing every value (a 5,745-row file: 3.4 -> 2.7 ms a write; bench/lake.py's soak).
-        pq.write_table(data, self.path / name, compression=_COMPRESSION, use_dictionary=False)
+        pq.write_table(data, self.path / name, compression=codec, use_dictionary=False)
         stats = _stats(data, self.range_key)
         low = high = None
         if self.range_key is not None:
