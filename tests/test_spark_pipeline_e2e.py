@@ -40,10 +40,14 @@ def db() -> Iterator[PrivateMariaDB]:
         yield server
 
 
-def start_job(lake: Path, port: int, log: Path, master: str, cli: bool = False) -> subprocess.Popen:
+def start_job(
+    lake: Path, port: int, log: Path, master: str, cli: bool = False, cache: Path | None = None
+) -> subprocess.Popen:
     """The job as ``python -m pycanal.spark.job``, or (``cli``) as ``pycanal pipeline``; on a
-    cluster the executors write the current-state tables (``--apply-on executors``)."""
+    cluster the executors write the current-state tables (``--apply-on executors``). ``cache``:
+    another cache directory (where no class archive was made)."""
     command = ["pycanal.cli", "pipeline", "--progress", "1"] if cli else ["pycanal.spark.job"]
+    env = os.environ | ({"PYCANAL_CACHE_DIR": str(cache)} if cache is not None else {})
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", *command, "--address", f"127.0.0.1:{port}"]
@@ -64,6 +68,7 @@ def start_job(lake: Path, port: int, log: Path, master: str, cli: bool = False) 
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: the JVM and the workers die with it
+            env=env,
         )
 
 
@@ -105,7 +110,7 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, cluster: Any, tmp_path:
     server, tcp = embedded_server(db, "shop", start, "shop\\..*")
     lake = tmp_path / "lake"
     log = tmp_path / "job.log"
-    job = start_job(lake, tcp.port, log, master)
+    job = start_job(lake, tcp.port, log, master, cache=tmp_path / "no-archive")
     try:
         for ddl in SCHEMA:
             db.execute(ddl)
@@ -147,6 +152,9 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, cluster: Any, tmp_path:
                 assert check.source_rows > 0
         assert "applied up to batch" in log.read_text()  # pycanal pipeline's progress lines
         assert f"(master {master})" in log.read_text()
+        # The first driver had no class archive and said how to make one; the second mapped this
+        # machine's (scripts/setup.sh made it) and said nothing.
+        assert log.read_text().count("python -m pycanal.spark.jvm") == 1
         if cluster is not None:  # the executors on both workers read the source's partitions
             for n in (1, 2):
                 assert list((cluster.root / f"worker{n}").glob("app-*/*/stderr")), f"worker {n} ran nothing"
