@@ -76,7 +76,14 @@ def make_class_archive(java_options: str, path: Path | None = None) -> Path:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
         subprocess.run(
-            [sys.executable, "-m", "pycanal.spark.jvm", "--train", str(tmp), "--java-options", java_options],
+            [
+                sys.executable,
+                "-m",
+                "pycanal.spark.jvm",
+                "--train",
+                str(tmp),
+                f"--java-options={java_options}",
+            ],
             check=True,
         )
         if not tmp.is_file():
