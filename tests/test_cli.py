@@ -111,7 +111,7 @@ def test_pipeline_refuses_an_unknown_snapshot_reader(tmp_path: Path) -> None:
     [
         ([], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1", "auto"),
         (["--driver-java-options=-Xss4m", "--class-archive", "off"], "-Xss4m", None),
-        (["--class-archive", "/a/b.jsa"], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1", "/a/b.jsa"),
+        (["--class-archive", "ARCHIVE"], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1", "ARCHIVE"),
     ],
 )
 def test_pipeline_passes_the_driver_java_options(
@@ -122,6 +122,10 @@ def test_pipeline_passes_the_driver_java_options(
     import pycanal.spark.job as job
     from pycanal.cli import app
 
+    made = tmp_path / "spark.jsa"
+    made.write_bytes(b"x")
+    flags = [str(made) if f == "ARCHIVE" else f for f in flags]
+    archive = str(made) if archive == "ARCHIVE" else archive
     seen: dict = {}
     monkeypatch.setattr(job, "run", lambda lake, **kw: seen.update(kw) or 0)
     done = CliRunner().invoke(app, ["pipeline", "--address", "127.0.0.1:1", "--lake", str(tmp_path), *flags])
@@ -130,3 +134,25 @@ def test_pipeline_passes_the_driver_java_options(
     seen.clear()
     assert job.main(["--address", "127.0.0.1:1", "--lake", str(tmp_path), *flags]) == 0
     assert (seen["java_options"], seen["class_archive"]) == (expected, archive)
+
+
+def test_pipeline_refuses_a_class_archive_that_is_not_there(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.jsa"
+    done = run(
+        "pipeline",
+        "--address",
+        "127.0.0.1:1",
+        "--lake",
+        str(tmp_path / "lake"),
+        "--class-archive",
+        str(missing),
+    )
+    assert done.returncode == 2 and f"--class-archive: class archive {missing}: no such file" in done.stderr
+    assert not (tmp_path / "lake").exists()  # refused before any Spark or lake work
+    import pycanal.spark.job as job
+
+    with pytest.raises(SystemExit) as exit_:
+        job.main(
+            ["--address", "127.0.0.1:1", "--lake", str(tmp_path / "lake"), "--class-archive", str(missing)]
+        )
+    assert exit_.value.code == 2 and not (tmp_path / "lake").exists()

@@ -43,10 +43,15 @@ def _session(tmp_path: Path, archive: Path) -> subprocess.CompletedProcess:
 def test_the_archive_is_named_after_java_and_spark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mine = class_archive(tmp_path)
     assert mine is not None and mine.parent == tmp_path and mine == class_archive(tmp_path)
-    assert archive_options(mine) == ""  # not made: nothing to map
+    with pytest.raises(ValueError, match=f"class archive {mine}: no such file"):
+        archive_options(mine)  # named but not made: an error, not a silent run without it
     mine.write_bytes(b"x")
     assert archive_options(mine) == f"-XX:SharedArchiveFile={mine}"
     assert archive_options(None) == ""
+    monkeypatch.setenv("PYCANAL_CACHE_DIR", str(tmp_path / "empty"))
+    assert archive_options("auto") == ""  # this machine's, not made: nothing to map
+    monkeypatch.setenv("PYCANAL_CACHE_DIR", str(tmp_path))
+    assert archive_options("auto") == f"-XX:SharedArchiveFile={mine}"
 
     other = tmp_path / "jdk"
     (other / "bin").mkdir(parents=True)

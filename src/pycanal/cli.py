@@ -361,6 +361,7 @@ def pipeline(
     """Stream a destination into a lake (change log + current-state Delta tables) exactly once,
     until SIGTERM or Ctrl-C: ``python -m pycanal.spark.job`` as a command."""
     from .spark.job import DRIVER_JAVA_OPTIONS, run
+    from .spark.jvm import archive_options
 
     if not address and not zk_servers:
         typer.echo("pycanal: error: give --address or --zk-servers", err=True)
@@ -376,11 +377,17 @@ def pipeline(
             "pycanal: error: --snapshot is never or initial; initial needs --source HOST:PORT", err=True
         )
         raise typer.Exit(2)
+    archive = None if class_archive == "off" else class_archive
+    try:
+        archive_options(archive)
+    except ValueError as exc:
+        typer.echo(f"pycanal: error: --class-archive: {exc}", err=True)
+        raise typer.Exit(2) from None
     code = run(
         lake,
         master=master or None,
         java_options=DRIVER_JAVA_OPTIONS if driver_java_options is None else driver_java_options,
-        class_archive=None if class_archive == "off" else class_archive,
+        class_archive=archive,
         progress_seconds=progress,
         address=address or None,
         zk_servers=zk_servers or None,

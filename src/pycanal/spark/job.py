@@ -262,7 +262,9 @@ def run(
         signal.signal(sig, lambda *_: stop.set())
     print(f"pycanal job: streaming {options.get('destination', 'example')} into {lake} "
           f"(master {spark.sparkContext.master})", file=out, flush=True)  # fmt: skip
-    if class_archive == "auto" and "SharedArchiveFile" not in java_options and not archive_options():
+    if class_archive == "auto" and "SharedArchiveFile" not in spark.conf.get(
+        "spark.driver.extraJavaOptions", ""
+    ):
         print("pycanal job: Spark's classes were loaded one by one: `python -m pycanal.spark.jvm` makes "
               "the archive that starts the next jobs ~2 s sooner (docs/spark.md)", file=out, flush=True)  # fmt: skip
     next_progress = time.monotonic() + progress_seconds
@@ -339,11 +341,16 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--snapshot initial needs --source HOST:PORT")
     if not args.address and not args.zk_servers:
         ap.error("give --address or --zk-servers")
+    archive = None if args.class_archive == "off" else args.class_archive
+    try:
+        archive_options(archive)
+    except ValueError as exc:
+        ap.error(f"--class-archive: {exc}")
     return run(
         args.lake,
         master=args.master or None,
         java_options=args.driver_java_options,
-        class_archive=None if args.class_archive == "off" else args.class_archive,
+        class_archive=archive,
         progress_seconds=args.progress_seconds,
         address=args.address,
         zk_servers=args.zk_servers,

@@ -62,9 +62,16 @@ def class_archive(directory: str | Path | None = None) -> Path | None:
 
 
 def archive_options(archive: str | Path | None = "auto") -> str:
-    """The JVM flags that map ``archive`` ("auto": this machine's, where made; None: none)."""
-    path = class_archive() if archive == "auto" else Path(archive) if archive else None
-    return f"-XX:SharedArchiveFile={path}" if path is not None and path.is_file() else ""
+    """The JVM flags that map ``archive`` ("auto": this machine's, where made; None: none). A
+    path named explicitly must be an archive file."""
+    if archive is None:
+        return ""
+    if archive == "auto":
+        path = class_archive()
+        return f"-XX:SharedArchiveFile={path}" if path is not None and path.is_file() else ""
+    if not Path(archive).is_file():
+        raise ValueError(f"class archive {archive}: no such file (python -m pycanal.spark.jvm makes one)")
+    return f"-XX:SharedArchiveFile={archive}"
 
 
 def make_class_archive(java_options: str, path: Path | None = None) -> Path:
