@@ -64,6 +64,7 @@ import e2e as e2e_bench  # noqa: E402
 import oltp as oltp_bench  # noqa: E402
 import pipeline as pipeline_bench  # noqa: E402
 from pycanal.spark.changelog import change_log_files  # noqa: E402
+from pycanal.spark.cow import read_rows  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
 from pycanal.spark.maintenance import Maintenance  # noqa: E402
@@ -121,7 +122,7 @@ class Marker:
                     dt = DeltaTable(self.path)
                 else:
                     dt.update_incremental()
-                value = dt.to_pyarrow_table(columns=["ts"]).column("ts").to_pylist()
+                value = read_rows(dt, ["ts"]).column("ts").to_pylist()
                 now = time.time()
                 for v in value:
                     if v is not None and v not in self.seen:
@@ -195,7 +196,7 @@ def equal(db: PrivateMariaDB, schema: str, lake: Path, names: list[str]) -> list
     for name in names:
         ((count, vsum),) = db.query(f"SELECT COUNT(*), COALESCE(SUM(v), 0) FROM `{schema}`.`{name}`")
         try:
-            data = DeltaTable(str(table_path(lake, schema, name))).to_pyarrow_table(columns=["v"])
+            data = read_rows(DeltaTable(str(table_path(lake, schema, name))), ["v"])
             got = (data.num_rows, sum(v for v in data.column("v").to_pylist() if v is not None))
         except Exception:  # noqa: BLE001 - not there yet
             got = None
@@ -245,8 +246,10 @@ def setup(db: PrivateMariaDB, schema: str, tables: int, rows: int) -> None:
     with db.root_connection() as conn, conn.cursor() as cur:
         for i in range(1, tables + 1):
             cur.execute(f"CREATE TABLE `{schema}`.`lake{i}` (id INT PRIMARY KEY, v INT, s VARCHAR(64))")
-            values = ",".join(f"({k},{k % 97},'row {k}')" for k in range(1, rows + 1))
-            cur.execute(f"INSERT INTO `{schema}`.`lake{i}` VALUES {values}")
+            for first in range(1, rows + 1, 100_000):  # statements under max_allowed_packet
+                last = min(rows, first + 99_999)
+                values = ",".join(f"({k},{k % 97},'row {k}')" for k in range(first, last + 1))
+                cur.execute(f"INSERT INTO `{schema}`.`lake{i}` VALUES {values}")
         conn.commit()
 
 
@@ -274,7 +277,8 @@ def run_tables(
                                         apply_threads=args.apply_threads, stage=not args.no_stage,
                                         apply_share=args.apply_share, apply_on=args.apply_on,
                                         maintenance=Maintenance(compact_every=args.compact_every,
-                                                                checkpoint_every=args.compact_every))  # fmt: skip
+                                                                checkpoint_every=args.compact_every,
+                                                                deletion_vectors=args.deletion_vectors))  # fmt: skip
     marker = Marker(db, schema, lake)
     out: dict[str, Any] = {"tables": tables}
     try:
@@ -363,7 +367,7 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
         queries = []
         for _ in range(5):  # a query right after a checkpoint or before one differs: the median of 5
             t0 = time.perf_counter()
-            data = DeltaTable(str(table_path(lake, schema, "lake1"))).to_pyarrow_table()
+            data = read_rows(DeltaTable(str(table_path(lake, schema, "lake1"))))
             queries.append(time.perf_counter() - t0)
         rows = data.num_rows
         fresh = fresh_query_s(data, lake.parent)
@@ -439,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compact-every", type=int, default=Maintenance().compact_every,
                     help="MERGEs into a table between compactions (and checkpoints)")  # fmt: skip
     ap.add_argument("--skip-pmr", action="store_true")
+    ap.add_argument("--deletion-vectors", action="store_true", help="the job's --deletion-vectors")
     ap.add_argument("--dir", help="where the lake, Spark's files and MariaDB go (default: the temp dir)")
     args = ap.parse_args(argv)
     args.rates = [int(x) for x in args.rates.split(",") if x]
@@ -446,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes:
         counts = counts[:1]
     load_start = os.getloadavg()
-    result: dict[str, Any] = {"runs": []}
+    result: dict[str, Any] = {"deletion_vectors": args.deletion_vectors, "rows_per_table": args.rows, "runs": []}
     with (
         contextlib.redirect_stdout(sys.stderr),
         tempfile.TemporaryDirectory("", "pycanal-lake-", args.dir) as tmp,

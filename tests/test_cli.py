@@ -111,7 +111,11 @@ def test_pipeline_refuses_an_unknown_snapshot_reader(tmp_path: Path) -> None:
     [
         ([], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1", "auto"),
         (["--driver-java-options=-Xss4m", "--class-archive", "off"], "-Xss4m", None),
-        (["--class-archive", "ARCHIVE"], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1", "ARCHIVE"),
+        (
+            ["--class-archive", "ARCHIVE", "--deletion-vectors"],
+            "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
+            "ARCHIVE",
+        ),
     ],
 )
 def test_pipeline_passes_the_driver_java_options(
@@ -130,10 +134,13 @@ def test_pipeline_passes_the_driver_java_options(
     monkeypatch.setattr(job, "run", lambda lake, **kw: seen.update(kw) or 0)
     done = CliRunner().invoke(app, ["pipeline", "--address", "127.0.0.1:1", "--lake", str(tmp_path), *flags])
     assert done.exit_code == 0, done.output
+    vectors = "--deletion-vectors" in flags
     assert (seen["java_options"], seen["class_archive"]) == (expected, archive)
+    assert seen["maintenance"].deletion_vectors is vectors
     seen.clear()
     assert job.main(["--address", "127.0.0.1:1", "--lake", str(tmp_path), *flags]) == 0
     assert (seen["java_options"], seen["class_archive"]) == (expected, archive)
+    assert seen["maintenance"].deletion_vectors is vectors
 
 
 def test_pipeline_refuses_a_class_archive_that_is_not_there(tmp_path: Path) -> None:

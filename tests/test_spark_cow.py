@@ -208,17 +208,20 @@ def test_a_checkpoint_drops_the_tombstones_past_their_retention() -> None:
          {"txn": {"appId": "app", "version": 3}}, {"txn": {"appId": "other", "version": 8}}],
         schema=schema,
     )  # fmt: skip
-    adds = [{"path": "c", "size": 3}, {"path": "d", "size": 4}]
-    removes = [{"path": "a", "deletionTimestamp": 1000}, {"path": "d", "deletionTimestamp": 1000}]
+    changes = [
+        ("add", {"path": "c", "size": 3}), ("add", {"path": "d", "size": 4}), ("remove", {"path": "a", "deletionTimestamp": 1000}),
+        ("remove", {"path": "d", "deletionTimestamp": 1000}), ("remove", {"path": "b", "deletionTimestamp": 1000}),
+        ("add", {"path": "b", "size": 5}),  # b again, with a new deletion vector: live
+    ]  # fmt: skip
     txns = [
         {"appId": "app", "version": 4, "lastUpdated": 900},
         {"appId": "app", "version": 5, "lastUpdated": 1000},
     ]
-    got = next_checkpoint(previous, adds, removes, txns, 500)
+    got = next_checkpoint(previous, changes, txns, 500)
     rows_by_kind = [next((k, v["path"] if "path" in v else (v["appId"], v["version"])) for k, v in r.items() if v)
                     for r in got.to_pylist()]  # fmt: skip
     assert sorted(rows_by_kind) == [
-        ("add", "b"), ("add", "c"), ("remove", "a"), ("remove", "d"), ("remove", "new"),
+        ("add", "b"), ("add", "c"), ("remove", "a"), ("remove", "b"), ("remove", "d"), ("remove", "new"),
         ("txn", ("app", 5)), ("txn", ("other", 8)),
     ]  # fmt: skip
 

@@ -142,3 +142,67 @@ def test_a_table_made_without_the_log_retention_gets_it_at_its_checkpoint(tmp_pa
     assert config["delta.deletedFileRetentionDuration"] == "interval 6 hours"
     assert upkeep.done["checkpoint"] == 3
     assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_deletion_vectors_with_upkeep_and_ddl_give_the_same_tables(tmp_path: Path) -> None:
+    """``Maintenance(deletion_vectors=True)``: changes to a big table's file become deletion
+    vectors; with compaction, checkpoints, vacuum and an ALTER TABLE that rewrites the table in
+    between, the tables equal those of a plain applier (no vectors, no upkeep)."""
+    import random
+
+    from pycanal.spark.cow import read_rows
+
+    rnd, offset, ts = random.Random(3), 1000, dt.datetime(2026, 11, 26, tzinfo=dt.UTC)
+
+    def at() -> RowPosition:
+        nonlocal offset
+        offset += 10
+        return RowPosition("mysql-bin.000001", offset, 0, None)
+
+    def image(key: int, v: int | None, w: bool) -> str | None:
+        return None if v is None else json.dumps({"id": key, "v": v, **({"w": v % 5} if w else {})})
+
+    live: dict[int, int] = {}
+    work = [[ChangeRow("INSERT", "db", "t0", json.dumps({"id": k}), None, image(k, k * 7919 % 1_000_003, False),
+                       at(), ts, None, None) for k in range(60_000)]]  # fmt: skip
+    live.update({k: k * 7919 % 1_000_003 for k in range(60_000)})
+    for b in range(1, 16):
+        w = b >= 8
+        rows = []
+        if b == 8:
+            rows.append(ChangeRow("DDL", "db", "t0", None, None, None, at(), ts,
+                                  "ALTER TABLE t0 ADD COLUMN w INT NOT NULL DEFAULT 3", "db"))  # fmt: skip
+        for _ in range(40):
+            k = rnd.randrange(62_000)
+            pk = json.dumps({"id": k})
+            if k in live and rnd.random() < 0.3:
+                rows.append(
+                    ChangeRow("DELETE", "db", "t0", pk, image(k, live.pop(k), w), None, at(), ts, None, None)
+                )
+            else:
+                op, v = ("UPDATE" if k in live else "INSERT"), rnd.randrange(10**6)
+                before = image(k, live[k], w) if k in live else None
+                rows.append(ChangeRow(op, "db", "t0", pk, before, image(k, v, w), at(), ts, None, None))
+                live[k] = v
+        work.append(rows)
+    ddl = "CREATE TABLE db.t0 (id INT PRIMARY KEY, v INT)"
+    plain = ChangeApplier(
+        tmp_path / "plain", schema_ddl=ddl, apply_threads=1, maintenance=Maintenance(0, 0, 0)
+    )
+    upkeep = Maintenance(compact_every=3, checkpoint_every=4, vacuum_every=5, retention_hours=0, log_retention_hours=0,
+                         file_mb=1, deletion_vectors=True)  # fmt: skip
+    kept = ChangeApplier(tmp_path / "kept", schema_ddl=ddl, apply_threads=2, maintenance=upkeep)
+    path = table_path(tmp_path / "kept", "db", "t0")
+    vectors = 0
+    for batch_id, rows in enumerate(work):
+        plain(arrow_rows(rows), batch_id)
+        kept(arrow_rows(rows), batch_id)
+        table = kept._tables.get(str(path))
+        if table is not None:
+            vectors = max(vectors, sum(f.vector is not None for f in table.files.values()))
+    assert vectors >= 1 and "deletionVectors" in DeltaTable(str(path)).protocol().reader_features
+    assert upkeep.done["checkpoint"] >= 2 and upkeep.done["vacuum"] >= 2
+    got = read_rows(DeltaTable(str(path))).sort_by("id")
+    want = DeltaTable(str(table_path(tmp_path / "plain", "db", "t0"))).to_pyarrow_table().sort_by("id")
+    assert got.column_names == ["id", "v", "w"] and got.num_rows == len(live)
+    assert got.to_pylist() == want.to_pylist()

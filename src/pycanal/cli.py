@@ -333,6 +333,14 @@ def pipeline(
     progress: Annotated[
         float, typer.Option("--progress", help="Seconds between progress lines (0: none).")
     ] = 10.0,
+    deletion_vectors: Annotated[
+        bool,
+        typer.Option(
+            "--deletion-vectors",
+            help="Changes to big table files as Delta deletion vectors, not rewrites (readers: Spark's Delta, "
+            "delta-rs' scan/QueryBuilder, not its to_pyarrow_table).",
+        ),
+    ] = False,
     snapshot: Annotated[
         str, typer.Option("--snapshot", help="initial: the tables' existing rows first; never.")
     ] = "never",
@@ -362,6 +370,7 @@ def pipeline(
     until SIGTERM or Ctrl-C: ``python -m pycanal.spark.job`` as a command."""
     from .spark.job import DRIVER_JAVA_OPTIONS, run
     from .spark.jvm import archive_options
+    from .spark.maintenance import Maintenance
 
     if not address and not zk_servers:
         typer.echo("pycanal: error: give --address or --zk-servers", err=True)
@@ -399,6 +408,7 @@ def pipeline(
         apply_share=apply_share,
         apply_on=apply_on,
         cache_mb=cache_mb,
+        maintenance=Maintenance(deletion_vectors=deletion_vectors),
         snapshot=snapshot,
         source=source,
         source_user=source_user,

@@ -75,6 +75,7 @@ def compare_table(conn: Any, lake: str | Path, database: str, table: str, key: s
     SET columns come from PyMySQL as text (``a,b``) and are split; the target holds lists."""
     from deltalake import DeltaTable
 
+    from .cow import read_rows
     from .current import table_path
 
     with conn.cursor() as cur:
@@ -92,7 +93,7 @@ def compare_table(conn: Any, lake: str | Path, database: str, table: str, key: s
         for c in sets & row.keys():
             if isinstance(row[c], str):
                 row[c] = [t for t in row[c].split(",") if t]
-    target = DeltaTable(str(table_path(lake, database, table))).to_pyarrow_table().to_pylist()
+    target = read_rows(DeltaTable(str(table_path(lake, database, table)))).to_pylist()
     target.sort(key=lambda r: r[key])
     a, b = _rows(source, columns), _rows(target, columns)
     diff = None

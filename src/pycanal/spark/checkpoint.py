@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-__all__ = ["from_log", "next_checkpoint", "retention_ms"]
+__all__ = ["from_log", "live_adds", "next_checkpoint", "retention_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,37 @@ def checkpoint_path(log_dir: Path, version: int) -> Path:
     return log_dir / f"{version:020d}.checkpoint.parquet"
 
 
+def live_adds(log_dir: Path, version: int) -> dict[str, dict[str, Any]]:
+    """The ``add`` actions of the files live at ``version`` (path, size, stats, deletionVector),
+    replayed from the last checkpoint at or before it (single- or multi-part) and the entries
+    after it. delta-rs' file listing has no deletion vectors, which a writer of them needs."""
+    base, parts = -1, []
+    try:
+        last = json.loads((log_dir / "_last_checkpoint").read_text())
+        if int(last["version"]) <= version:
+            base = int(last["version"])
+            n = last.get("parts")
+            parts = [checkpoint_path(log_dir, base)] if not n else [
+                log_dir / f"{base:020d}.checkpoint.{i:010d}.{n:010d}.parquet" for i in range(1, n + 1)
+            ]  # fmt: skip
+    except FileNotFoundError:
+        pass
+    live: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        column = pq.read_table(part, columns=["add"]).column("add").drop_null()
+        for add in column.to_pylist():
+            live[add["path"]] = add
+    for v in range(base + 1, version + 1):
+        for line in (log_dir / f"{v:020d}.json").read_text().splitlines():
+            if line.strip():
+                action = json.loads(line)
+                if "add" in action:
+                    live[action["add"]["path"]] = action["add"]
+                elif "remove" in action:
+                    live.pop(action["remove"]["path"], None)
+    return live
+
+
 def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
     """Write the checkpoint of ``version`` from the last checkpoint and the entries up to it
     (module docstring); False if it cannot be made so. ``live``: the data files the writer has at
@@ -73,7 +104,7 @@ def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
         if base >= version:
             return True  # a checkpoint at this version or later is there
         previous = pq.read_table(checkpoint_path(log_dir, base))
-        adds, removes, txns = [], [], []
+        changes, txns = [], []
         for v in range(base + 1, version + 1):
             for line in (log_dir / f"{v:020d}.json").read_text().splitlines():
                 if not line.strip():
@@ -83,15 +114,18 @@ def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
                     for k in ("partitionValues", "tags"):  # maps as Arrow takes them
                         if isinstance(action.get(k), dict):
                             action[k] = list(action[k].items())
-                    (adds if kind == "add" else removes).append(action)
+                    changes.append((kind, action))
                 elif kind == "txn":
                     txns.append(action)
                 elif kind != "commitInfo":
                     return False
+        vectors = any(a.get("deletionVector") for _, a in changes)
+        if vectors and "deletionVector" not in {f.name for f in previous.schema.field("add").type}:
+            return False  # the previous checkpoint's rows cannot carry them: delta-rs makes it
         metadata = next(m for m in previous.column("metaData").to_pylist() if m is not None)
         cutoff = retention_ms(dict(metadata["configuration"] or []))
         now = int(time.time() * 1000)
-        rows = next_checkpoint(previous, adds, removes, txns, None if cutoff is None else now - cutoff)
+        rows = next_checkpoint(previous, changes, txns, None if cutoff is None else now - cutoff)
     except (OSError, ValueError, KeyError, StopIteration, pa.ArrowException):
         return False  # not a plain checkpoint, an entry missing or not read: delta-rs makes it
     if live is not None:
@@ -106,18 +140,22 @@ def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
 
 def next_checkpoint(
     previous: pa.Table,
-    adds: list[dict[str, Any]],
-    removes: list[dict[str, Any]],
+    changes: list[tuple[str, dict[str, Any]]],
     txns: list[dict[str, Any]],
     cutoff_ms: int | None,
 ) -> pa.Table:
     """The rows of the checkpoint after ``previous`` (a single-part checkpoint's rows) once the
-    ``adds``, ``removes`` and ``txns`` (actions as committed, in order) are applied; tombstones
-    deleted before ``cutoff_ms`` are dropped (None: none)."""
+    ``changes`` (``("add" | "remove", action)`` as committed, in order) and ``txns`` are applied;
+    tombstones deleted before ``cutoff_ms`` are dropped (None: none)."""
+    new_adds: dict[str, dict[str, Any]] = {}
+    removes = []
+    for kind, action in changes:  # in order: a file removed and added again (a new deletion vector) stays
+        if kind == "add":
+            new_adds[action["path"]] = action
+        else:
+            new_adds.pop(action["path"], None)  # added and removed since: a tombstone only
+            removes.append(action)
     removed = [r["path"] for r in removes]
-    new_adds = {a["path"]: a for a in adds}
-    for p in removed:
-        new_adds.pop(p, None)  # added and removed since: a tombstone only
     schema = previous.schema
     add, remove = previous.column("add"), previous.column("remove")
     keep_add = pc.invert(pc.is_in(pc.struct_field(add, "path"), value_set=pa.array(removed, pa.string())))

@@ -13,8 +13,13 @@ version does not exist yet (a hard link, as delta-rs' own local store does): ~3 
 carries the Delta transaction id a MERGE would (``txn``), so exactly-once is unchanged, and
 readers (delta-rs, Spark) see an ordinary remove/add commit.
 
-Tables whose protocol or properties ask more of a writer (deletion vectors, column mapping, a
-change data feed, CHECK constraints, invariants, append-only: ``unsupported`` says which), and
+With ``deletion_vectors``, a change to a file of ``_VECTOR_ROWS`` rows or more commits a Delta
+deletion vector for it (``dv``: the positions of its replaced rows) instead of rewriting it: the
+cost of a write no longer grows with the table (docs/spark.md). Files with vectors, whoever wrote
+them, are read and rewritten with the vectors applied.
+
+Tables whose protocol or properties ask more of a writer (column mapping, a change data feed,
+CHECK constraints, invariants, append-only: ``unsupported`` says which), and
 keys Arrow does not compare as SQL does (floating point), are MERGEd by delta-rs instead.
 Another writer's commit (upkeep, a user) makes the link fail: the state is read again and the
 write redone. A filesystem without hard links sends the table to MERGE as well.
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -40,11 +46,22 @@ from deltalake import DeltaTable, WriterProperties
 
 from pycanal import __version__
 
-from .checkpoint import from_log
+from . import dv
+from .checkpoint import from_log, live_adds
 
-__all__ = ["CONTENTS", "WRITER_PROPERTIES", "Contents", "KeyedTable", "take_in_blocks", "unsupported"]
+__all__ = [
+    "CONTENTS",
+    "WRITER_PROPERTIES",
+    "Contents",
+    "KeyedTable",
+    "read_rows",
+    "take_in_blocks",
+    "unsupported",
+]
 
-_WRITER_FEATURES = {"timestampNtz", "appendOnly", "invariants"}  # invariants/appendOnly: checked unused
+# invariants/appendOnly: checked unused; deletionVectors: read and written here
+_WRITER_FEATURES = {"timestampNtz", "appendOnly", "invariants", "deletionVectors"}
+_READER_FEATURES = {"timestampNtz", "deletionVectors"}
 _RETRIES = 3
 # zstd, not snappy, for a current-state table's data files of 1 MiB of rows and up (and delta-rs'
 # MERGE, compaction and DDL rewrites): text of some entropy writes 15-30% faster, reads 2.4x faster
@@ -63,12 +80,29 @@ def unsupported(dt: DeltaTable) -> str | None:
         protocol.min_writer_version == 7 and features <= _WRITER_FEATURES
     ):
         return f"writer version {protocol.min_writer_version} with features {sorted(features)}"
+    if not set(protocol.reader_features or []) <= _READER_FEATURES:
+        return f"reader features {sorted(protocol.reader_features or [])}"
     if dt.metadata().configuration.get("delta.appendOnly", "false").lower() == "true":
         return "delta.appendOnly"
     for field in dt.schema().fields:
         if "delta.invariants" in (field.metadata or {}):
             return f"invariant on column {field.name}"
     return None
+
+
+def _has_vectors(dt: DeltaTable) -> bool:
+    return "deletionVectors" in (dt.protocol().reader_features or [])
+
+
+def read_rows(dt: DeltaTable, columns: list[str] | None = None) -> pa.Table:
+    """A Delta table's rows, its deletion vectors applied (delta-rs' pyarrow reader refuses
+    tables that may have them; its DataFusion scan reads them)."""
+    if not _has_vectors(dt):
+        return dt.to_pyarrow_table(columns=columns)
+    schema = pa.schema(dt.schema())
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
+    return pa.table(dt.scan(columns=columns)).cast(schema)
 
 
 def take_in_blocks(table: pa.Table, order: pa.Array, max_blocks: int = 256) -> pa.Table:
@@ -120,6 +154,21 @@ class _File:
     size: int
     low: int | None  # the range key's bounds, None where unknown
     high: int | None
+    stats: str | None = None  # as committed (kept where a deletion vector is added to the file)
+    vector: dict[str, Any] | None = None  # its deletion vector's descriptor
+    rows: int | None = None  # rows in the file (those a vector hides too), None where unknown
+
+
+# Deletion vectors (``deletion_vectors=True``): files of fewer than _VECTOR_ROWS rows are
+# rewritten when a change touches them, and all of them with the next write once there are
+# _MAX_SMALL; a bigger file gets a deletion vector instead, until it would hide more than _PURGE
+# of its rows. Vectors up to _INLINE_BYTES stay in the log entry. A write costs ~2 ms of CPU
+# either way up to ~10,000 rows of the lake bench's rows, and a rewrite ~0.12 us a row more
+# after that (docs/benchmarks.md, stop 30).
+_VECTOR_ROWS = 10_000
+_MAX_SMALL = 8
+_PURGE = 0.2
+_INLINE_BYTES = 512
 
 
 class Contents:
@@ -154,9 +203,10 @@ class Contents:
 
     def drop(self, path: Path) -> None:
         with self._lock:
-            old = self._items.pop(str(path), None)
-            if old is not None:
-                self._bytes -= old.nbytes
+            for key in (str(path), f"{path}#keys"):
+                old = self._items.pop(key, None)
+                if old is not None:
+                    self._bytes -= old.nbytes
 
 
 CONTENTS = Contents()  # the process's, shared by its open tables
@@ -179,9 +229,12 @@ class KeyedTable:
         app_id: str,
         contents: Contents = CONTENTS,
         file_bytes: int = 8 << 20,
+        deletion_vectors: bool = False,
     ) -> None:
         self.path, self.schema, self.keys, self.app_id = path, schema, keys, app_id
         self.contents, self.file_bytes = contents, file_bytes
+        self.deletion_vectors = deletion_vectors  # changes to big files as deletion vectors
+        self._deleted: dict[str, np.ndarray] = {}  # files' deleted positions, as read or written
         self.dt = DeltaTable(str(path))
         key_types = [schema.field(k).type for k in keys]
         self.why_not = None if all(_exact(t) for t in key_types) else "a floating-point key"
@@ -191,6 +244,8 @@ class KeyedTable:
         self.files: dict[str, _File] = {}
         self._fresh = True  # self.dt is at self.version
         self._load()
+        if deletion_vectors and self.writable and not self.vectors:
+            self._enable_vectors()
 
     @property
     def writable(self) -> bool:
@@ -214,7 +269,12 @@ class KeyedTable:
             self.why_not = unsupported(dt)
         self.version = dt.version()
         self.txn = dt.transaction_version(self.app_id)
+        self.vectors = _has_vectors(dt)  # the table's files may have deletion vectors
+        self._deleted = {}
         if self.why_not is not None:
+            return
+        if self.vectors:
+            self._load_log()
             return
         adds = pa.table(dt.get_add_actions(flatten=True))
         n = adds.num_rows
@@ -227,11 +287,56 @@ class KeyedTable:
                 lows = [lo if mine else None for lo, mine in zip(lows, ours, strict=True)]
                 highs = [hi if mine else None for hi, mine in zip(highs, ours, strict=True)]
         self.files = {
-            p: _File(s, lo, hi)
-            for p, s, lo, hi in zip(
-                adds["path"].to_pylist(), adds["size_bytes"].to_pylist(), lows, highs, strict=True
-            )
+            p: _File(s, lo, hi, rows=n)
+            for p, s, lo, hi, n in zip(
+                adds["path"].to_pylist(),
+                adds["size_bytes"].to_pylist(),
+                lows,
+                highs,
+                adds["num_records"].to_pylist(),
+                strict=True,
+            )  # fmt: skip
         }
+
+    def _load_log(self) -> None:
+        """The live files from the log itself: delta-rs' listing has no deletion vectors."""
+        text = self.range_key is not None and _text(self.schema.field(self.range_key).type)
+        self.files = {}
+        for p, add in live_adds(self.path / "_delta_log", self.version).items():
+            stats = json.loads(add["stats"]) if add.get("stats") else {}
+            low = high = None
+            if self.range_key is not None and not (text and not p.startswith(_PREFIX)):
+                low = stats.get("minValues", {}).get(self.range_key)
+                high = stats.get("maxValues", {}).get(self.range_key)
+            self.files[p] = _File(
+                add["size"], low, high, add.get("stats"), add.get("deletionVector"), stats.get("numRecords")
+            )
+
+    def _enable_vectors(self) -> None:
+        """Commit the table's protocol with deletion vectors (writer version 2's features kept
+        explicit, as Delta asks of a table moving to version 7)."""
+        protocol = self.dt.protocol()
+        readers = set(protocol.reader_features or []) | {"deletionVectors"}
+        writers = set(protocol.writer_features or []) | {"deletionVectors"}
+        if protocol.min_writer_version < 7:
+            writers |= {"appendOnly", "invariants"}
+        action = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                               "readerFeatures": sorted(readers), "writerFeatures": sorted(writers)}}  # fmt: skip
+        info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES",
+                               "readVersion": self.version, "engineInfo": f"pycanal-{__version__}"}}  # fmt: skip
+        for _ in range(_RETRIES):
+            try:
+                self._link([info, action])
+                break
+            except _NotCommitted:
+                if self.why_not is not None:
+                    return
+                self._fresh = False
+                self.reload()
+                if self.vectors:
+                    return
+        self._fresh = False
+        self.reload()
 
     def committed(self, txn: int) -> bool:
         return self.txn is not None and self.txn >= txn
@@ -265,21 +370,31 @@ class KeyedTable:
 
     def _write(self, upserts: pa.Table, changed: pa.Table, txn: int, metadata: dict[str, Any]) -> None:
         touched = self._touching(changed)
-        kept = [self._without(self._read(p), changed) for p in touched]
+        marked: dict[str, np.ndarray] = {}
+        if self.deletion_vectors and self.vectors:
+            touched, marked = self._mark(touched, changed)
+        kept = [self._without(self._live(p), changed) for p in touched]
         new = pa.concat_tables([*kept, upserts]).combine_chunks()
         parts = self._cut(new) if new.num_rows else []
-        added = []
+        added, vector_file = [], None
         try:
             for part in parts:
                 added.append(self._write_file(part))
-            self._commit(touched, added, txn, metadata, len(upserts), len(changed) - len(upserts))
+            readded, vector_file = self._vectors(marked)
+            self._commit(touched, added, txn, metadata, len(upserts), len(changed) - len(upserts), readded)
         except BaseException:
             for name, *_ in added:
                 (self.path / name).unlink(missing_ok=True)  # in no log entry
+            if vector_file is not None:
+                vector_file.unlink(missing_ok=True)
             raise
         for p in touched:
             del self.files[p]
+            self._deleted.pop(p, None)
             self.contents.drop(self.path / p)
+        for p, f, _ in readded:
+            self.files[p] = f
+            self._deleted[p] = marked[p]
         for (name, f, _), part in zip(added, parts, strict=True):
             self.files[name] = f
             self.contents.put(self.path / name, part)
@@ -297,6 +412,69 @@ class KeyedTable:
         new = take_in_blocks(new, pc.sort_indices(new, sort_keys=[(self.range_key, "ascending")]))
         size = math.ceil(new.num_rows / n)
         return [new.slice(i, size) for i in range(0, new.num_rows, size)]
+
+    def _mark(self, touched: list[str], changed: pa.Table) -> tuple[list[str], dict[str, np.ndarray]]:
+        """Which of the ``touched`` files to rewrite, and the others' deleted positions once the
+        rows of the changed keys are added to them (files where no live row has one: neither)."""
+        rewrite, marked = [], {}
+        for p in touched:
+            if self._small(p):
+                rewrite.append(p)
+                continue
+            keys = self._keys(p)
+            if len(self.keys) == 1:
+                hit = pc.is_in(keys.column(0), value_set=changed.column(self.keys[0]).combine_chunks())
+                rows = np.flatnonzero(hit.to_numpy(zero_copy_only=False)).astype(np.uint64)
+            else:
+                numbered = keys.append_column("__row", pa.array(range(keys.num_rows), pa.int64()))
+                hit = numbered.join(changed, self.keys, join_type="left semi").column("__row")
+                rows = np.sort(hit.to_numpy()).astype(np.uint64)
+            deleted = self._vector(p)
+            now = np.union1d(deleted, rows)
+            if len(now) == len(deleted):
+                continue  # only rows deleted already: the file holds none of these keys
+            if len(now) > _PURGE * keys.num_rows:
+                rewrite.append(p)
+            else:
+                marked[p] = now
+        rest = [p for p in self.files if p not in rewrite and p not in marked and self._small(p)]
+        if len(rest) >= _MAX_SMALL:
+            rewrite += rest  # merged with this write's rows
+        return rewrite, marked
+
+    def _vectors(
+        self, marked: dict[str, np.ndarray]
+    ) -> tuple[list[tuple[str, _File, np.ndarray]], Path | None]:
+        """The files of ``marked`` with their new deletion vectors (inline, or in one new file)."""
+        vectors = {p: dv.serialize(rows) for p, rows in marked.items()}
+        descriptors = {
+            p: dv.inline(data, len(marked[p])) for p, data in vectors.items() if len(data) <= _INLINE_BYTES
+        }
+        big = [p for p in vectors if p not in descriptors]
+        vector_file = None
+        if big:
+            vector_file, written = dv.file_descriptors(self.path, [(vectors[p], len(marked[p])) for p in big])
+            descriptors.update(zip(big, written, strict=True))
+        out = []
+        for p, descriptor in descriptors.items():
+            f = self.files[p]
+            stats = f.stats
+            if stats is not None:  # its bounds now include deleted rows: no longer tight
+                stats = json.dumps({**json.loads(stats), "tightBounds": False}, separators=(",", ":"))
+            out.append((p, _File(f.size, f.low, f.high, stats, descriptor, f.rows), marked[p]))
+        return out, vector_file
+
+    def _small(self, name: str) -> bool:
+        """Whether a file is rewritten rather than given a deletion vector."""
+        rows = self.files[name].rows
+        return (self._keys(name).num_rows if rows is None else rows) < _VECTOR_ROWS
+
+    def _vector(self, name: str) -> np.ndarray:
+        """The positions ``name``'s deletion vector hides."""
+        rows = self._deleted.get(name)
+        if rows is None:
+            rows = self._deleted[name] = dv.positions(self.files[name].vector, self.path)
+        return rows
 
     def _touching(self, changed: pa.Table) -> list[str]:
         """The live files that may hold a changed key."""
@@ -318,19 +496,43 @@ class KeyedTable:
         """The key columns of the rows in the files whose range of the first key column can hold
         values from ``low`` to ``high`` (None: open); of every row where files have no ranges."""
         if not self.writable:
-            return self.delta().to_pyarrow_table(columns=self.keys)
+            return read_rows(self.delta(), self.keys)
         names = [
             p for p, f in self.files.items()
             if f.low is None or f.high is None or ((low is None or f.high >= low) and (high is None or f.low <= high))
         ]  # fmt: skip
-        parts = [self._read(p).select(self.keys) for p in names]
+        parts = [self._live(p).select(self.keys) for p in names]
         return pa.concat_tables(parts) if parts else self.schema.empty_table().select(self.keys)
 
     def _read(self, name: str) -> pa.Table:
+        """All of a file's rows, those its deletion vector hides too."""
         data = self.contents.get(self.path / name)
         if data is None:
             data = pq.ParquetFile(self.path / name).read().select(self.schema.names).cast(self.schema)
             self.contents.put(self.path / name, data)
+        return data
+
+    def _live(self, name: str) -> pa.Table:
+        """A file's rows in the table (its deletion vector applied)."""
+        data = self._read(name)
+        if self.files[name].vector is None:
+            return data
+        keep = np.ones(data.num_rows, bool)
+        keep[self._vector(name).astype(np.int64)] = False
+        return data.filter(pa.array(keep))
+
+    def _keys(self, name: str) -> pa.Table:
+        """A file's key columns, every row (cached apart from the rows: a deletion vector's write
+        reads only these)."""
+        data = self.contents.get(self.path / name)
+        if data is not None:
+            return data.select(self.keys)
+        key = Path(f"{self.path / name}#keys")
+        data = self.contents.get(key)
+        if data is None:
+            schema = pa.schema([self.schema.field(k) for k in self.keys])
+            data = pq.read_table(self.path / name, columns=self.keys).cast(schema)
+            self.contents.put(key, data)
         return data
 
     def _without(self, data: pa.Table, changed: pa.Table) -> pa.Table:
@@ -354,15 +556,18 @@ class KeyedTable:
         if self.range_key is not None:
             low, high = stats["minValues"][self.range_key], stats["maxValues"][self.range_key]
         text = json.dumps(stats, separators=(",", ":"))
-        return name, _File(os.path.getsize(self.path / name), low, high), text
+        return name, _File(os.path.getsize(self.path / name), low, high, text, rows=data.num_rows), text
 
     # ------------------------------------------------------------------ upkeep
     def compactable(self, target_bytes: int) -> bool:
         """Whether compaction into files of ``target_bytes`` has anything to merge here (two live
-        files that fit in one); True where this writer does not know the files."""
+        files that fit in one; with deletion vectors, two that are not small); True where this
+        writer does not know the files."""
         if not self.writable:
             return True
         sizes = sorted(f.size for f in self.files.values())
+        if self.deletion_vectors and self.vectors:  # small files are merged by the writes themselves
+            sizes = sorted(self.files[p].size for p in self.files if not self._small(p))
         return len(sizes) >= 2 and sizes[0] + sizes[1] <= target_bytes
 
     def checkpoint(self) -> None:
@@ -374,7 +579,7 @@ class KeyedTable:
 
     def _commit(
         self, removed: list[str], added: list[tuple[str, _File, str]], txn: int, metadata: dict[str, Any],
-        upserts: int, deletes: int,
+        upserts: int, deletes: int, readded: list[tuple[str, _File, np.ndarray]] = (),
     ) -> None:  # fmt: skip
         now = int(time.time() * 1000)
         info = {
@@ -388,6 +593,7 @@ class KeyedTable:
                 "num_source_rows": upserts + deletes,
                 "num_target_files_removed": len(removed),
                 "num_target_files_added": len(added),
+                "num_deletion_vectors_added": len(readded),
             },
             **{k: str(v) for k, v in metadata.items()},
         }
@@ -395,16 +601,22 @@ class KeyedTable:
             {"commitInfo": info},
             {"txn": {"appId": self.app_id, "version": txn, "lastUpdated": now}},
         ]
-        for p in removed:
+        for p in [*removed, *(p for p, _, _ in readded)]:
             actions.append({"remove": {
                 "path": p, "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
                 "partitionValues": {}, "size": self.files[p].size,
+                **({"deletionVector": self.files[p].vector} if self.files[p].vector else {}),
             }})  # fmt: skip
-        for name, f, stats in added:
+        for name, f, stats in [*added, *((p, f, f.stats) for p, f, _ in readded)]:
             actions.append({"add": {
                 "path": name, "partitionValues": {}, "size": f.size, "modificationTime": now, "dataChange": True,
-                "stats": stats,
+                **({"stats": stats} if stats is not None else {}),
+                **({"deletionVector": f.vector} if f.vector else {}),
             }})  # fmt: skip
+        self._link(actions)
+
+    def _link(self, actions: list[dict[str, Any]]) -> None:
+        """Create the table's next log entry with ``actions``; _NotCommitted if it is there."""
         log_dir = self.path / "_delta_log"
         tmp = log_dir / f"_commit_{uuid.uuid4()}.json.tmp"
         tmp.write_text("".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions))

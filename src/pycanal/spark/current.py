@@ -53,7 +53,7 @@ from pycanal.parse.ddl import (
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
 from pycanal.parse.position import binlog_file_order
 
-from .cow import CONTENTS, WRITER_PROPERTIES, Contents, KeyedTable
+from .cow import CONTENTS, WRITER_PROPERTIES, Contents, KeyedTable, read_rows
 from .executors import Failure, MergeContext, MergeWork
 from .maintenance import Maintenance
 from .rows import CHUNK, SNAPSHOT_DDL
@@ -190,7 +190,8 @@ def table_path(target_dir: str | Path, database: str, table: str) -> Path:
 
 def read_current(spark: Any, target_dir: str | Path, database: str, table: str) -> Any:
     """The current-state table of ``database.table`` as a Spark DataFrame, read from the live
-    file list delta-rs reports (Spark's own Delta connector is not needed)."""
+    file list delta-rs reports (Spark's own Delta connector is not needed); rows that deletion
+    vectors hide are left out by their files' row index (Spark's ``_metadata.row_index``)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     dt = DeltaTable(str(table_path(target_dir, database, table)))
@@ -198,7 +199,23 @@ def read_current(spark: Any, target_dir: str | Path, database: str, table: str) 
     files = dt.file_uris()
     if not files:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
+    data = spark.read.schema(schema).parquet(*files)
+    vectors = pa.table(dt.deletion_vectors())
+    if not vectors.num_rows:
+        return data
+    names, rows = [], []
+    for uri, keep in zip(
+        vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist(), strict=True
+    ):
+        hidden = [i for i, kept in enumerate(keep) if not kept]
+        names += [uri.rsplit("/", 1)[-1]] * len(hidden)
+        rows += hidden
+    hidden = spark.createDataFrame(
+        pa.table({"__file": pa.array(names, pa.string()), "__row": pa.array(rows, pa.int64())}).to_pandas()
+    )
+    data = data.select("*", "_metadata.file_name", "_metadata.row_index")
+    data = data.withColumnsRenamed({"file_name": "__file", "row_index": "__row"})
+    return data.join(hidden, ["__file", "__row"], "left_anti").drop("__file", "__row")
 
 
 def arrow_schema(table: Table) -> pa.Schema:
@@ -737,8 +754,10 @@ class CurrentState:
             # (pycanal.spark.checkpoint) instead of by delta-rs replaying the table.
             DeltaTable(str(path)).create_checkpoint()
         keys = [name for name, _ in t.primary_key]
-        file_bytes = (self.maintenance or Maintenance()).file_mb << 20
-        target = KeyedTable(path, schema, keys, self.app_id, self.contents, file_bytes)
+        upkeep = self.maintenance or Maintenance()
+        target = KeyedTable(
+            path, schema, keys, self.app_id, self.contents, upkeep.file_mb << 20, upkeep.deletion_vectors
+        )
         have = [(f.name, str(f.type)) for f in target.dt.schema().fields]
         if have != _columns(schema):
             raise ApplyError(
@@ -908,7 +927,7 @@ class CurrentState:
             dt, step
         ):
             return
-        data = dt.to_pyarrow_table()
+        data = read_rows(dt)
         sources = _column_sources(old, stmt)
         arrays = []
         for col, field, conv in zip(new.columns, schema, plan.convs, strict=True):

@@ -323,6 +323,11 @@ def main(argv: list[str] | None = None) -> int:
         "--progress-seconds", type=float, default=10.0, help="a progress line this often (0: none)"
     )
     ap.add_argument(
+        "--deletion-vectors",
+        action="store_true",
+        help="changes to big table files as Delta deletion vectors, not rewrites (docs/spark.md)",
+    )
+    ap.add_argument(
         "--snapshot", choices=("never", "initial"), default="never", help="initial: existing rows first"
     )
     ap.add_argument("--source", default="", help="the MySQL/MariaDB to snapshot, HOST:PORT")
@@ -362,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         apply_share=args.apply_share,
         apply_on=args.apply_on,
         cache_mb=args.cache_mb,
+        maintenance=Maintenance(deletion_vectors=args.deletion_vectors),
         snapshot=args.snapshot,
         source=args.source,
         source_user=args.source_user,

@@ -49,7 +49,9 @@ __all__ = ["Maintenance"]
 
 @dataclass
 class Maintenance:
-    """What is done how often (writes into a table, micro-batches for the change log; 0: never)."""
+    """What is done how often (writes into a table, micro-batches for the change log; 0: never),
+    and how tables are written: files of ``file_mb``; ``deletion_vectors``: a change to a big file
+    hides its old rows with a Delta deletion vector instead of rewriting the file (``cow``)."""
 
     compact_every: int = 50
     checkpoint_every: int = 50
@@ -57,6 +59,7 @@ class Maintenance:
     retention_hours: int = 1
     log_retention_hours: int = 1
     file_mb: int = 8
+    deletion_vectors: bool = False
     fold_every: int = 100
     fold_fanout: int = 10
     fold_target_mb: int = 128

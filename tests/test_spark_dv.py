@@ -1,0 +1,210 @@
+"""Deletion vectors in the current-state tables (``KeyedTable(deletion_vectors=True)``,
+``pycanal.spark.dv``): what delta-rs' own reader (its DataFusion scan, which applies the vectors)
+reads back equals the changes, through restarts, checkpoints, delta-rs' compaction and vacuum;
+a change to a big file costs a vector, not a rewrite of the file."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from pycanal.spark import cow, dv
+from pycanal.spark.cow import Contents, KeyedTable, read_rows
+from spark_fixtures import spark  # noqa: F401
+
+SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int32()), ("v", pa.string())])
+COMPOSITE = pa.schema([("a", pa.string()), ("b", pa.int32()), ("v", pa.string())])
+
+
+def rows(schema: pa.Schema, model: dict, keys: list) -> pa.Table:
+    if schema is SCHEMA:
+        return pa.table({"id": [k for k in keys], "k": [model[k][0] for k in keys],
+                         "v": [model[k][1] for k in keys]}, schema=schema)  # fmt: skip
+    return pa.table({"a": [k[0] for k in keys], "b": [k[1] for k in keys], "v": [model[k][1] for k in keys]},
+                    schema=schema)  # fmt: skip
+
+
+def key_table(schema: pa.Schema, keys: list) -> pa.Table:
+    if schema is SCHEMA:
+        return pa.table({"id": pa.array(keys, pa.int64())})
+    return pa.table(
+        {"a": pa.array([k[0] for k in keys], pa.string()), "b": pa.array([k[1] for k in keys], pa.int32())}
+    )
+
+
+def read(path: Path, schema: pa.Schema) -> dict:
+    data = read_rows(DeltaTable(str(path))).to_pylist()
+    out = {}
+    for r in data:
+        key = r["id"] if schema is SCHEMA else (r["a"], r["b"])
+        assert key not in out, f"key {key} twice"
+        out[key] = (r.get("k"), r["v"])
+    return out
+
+
+def make_key(schema: pa.Schema, n: int):
+    return n if schema is SCHEMA else (f"key-{n % 97:03d}", n)
+
+
+@pytest.mark.parametrize("schema", [SCHEMA, COMPOSITE], ids=["bigint key", "composite text key"])
+def test_random_changes_with_deletion_vectors_read_back_equal_the_model(
+    tmp_path: Path, schema: pa.Schema, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cow, "_VECTOR_ROWS", 500)  # files of ~1,000 rows get vectors
+    path = tmp_path / "t"
+    write_deltalake(str(path), schema.empty_table(), mode="error")
+    keys = ["id"] if schema is SCHEMA else ["a", "b"]
+    open_table = lambda: KeyedTable(path, schema, keys, "app", Contents(), 40_000, deletion_vectors=True)  # noqa: E731
+    t = open_table()
+    assert t.vectors and "deletionVectors" in DeltaTable(str(path)).protocol().reader_features
+    rnd, model, txn = random.Random(5), {}, 1
+    load = [make_key(schema, n) for n in range(3000)]
+    for k in load:
+        model[k] = (None if schema is COMPOSITE else k % 7, f"v{k}" * 3)
+    t.write(rows(schema, model, load), key_table(schema, []), txn, {})
+    assert len(t.files) >= 2 and min(f.rows for f in t.files.values()) >= 500  # big: vectors, not rewrites
+    vectors_seen = 0
+    for txn in range(2, 80):
+        pairs = {}
+        for _ in range(rnd.randrange(1, 12)):
+            k = make_key(schema, rnd.randrange(3000) if rnd.random() < 0.8 else 3000 + rnd.randrange(400))
+            pairs[k] = (
+                None
+                if rnd.random() < 0.25
+                else (None if schema is COMPOSITE else rnd.randrange(100), f"w{txn}")
+            )
+        ups = [k for k, v in pairs.items() if v is not None]
+        for k, v in pairs.items():
+            if v is None:
+                model.pop(k, None)
+            else:
+                model[k] = v
+        t.write(
+            rows(schema, model, ups), key_table(schema, [k for k, v in pairs.items() if v is None]), txn, {}
+        )
+        vectors_seen = max(vectors_seen, sum(f.vector is not None for f in t.files.values()))
+        if txn % 13 == 0:
+            assert read(path, schema) == model
+            t = open_table()  # a restart: the files and their vectors read from the log
+        if txn == 40:
+            DeltaTable(str(path)).create_checkpoint()
+        if txn % 20 == 0:
+            t.checkpoint()  # ours, from the previous one
+    assert vectors_seen >= 2
+    assert read(path, schema) == model
+    assert DeltaTable(str(path)).transaction_version("app") == txn
+    t.checkpoint()
+    assert json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"] == t.version
+    assert read(path, schema) == model
+    # delta-rs' compaction and vacuum keep the hidden rows hidden and the vectors in use
+    dt = DeltaTable(str(path))
+    dt.optimize.compact(target_size=1 << 20)
+    time.sleep(0.01)
+    DeltaTable(str(path)).vacuum(
+        retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True
+    )
+    assert read(path, schema) == model
+    t = open_table()
+    t.write(rows(schema, model, []), key_table(schema, [next(iter(model))]), txn + 1, {})
+    model.pop(next(iter(model)))
+    assert read(path, schema) == model
+
+
+def test_a_change_to_a_big_file_is_a_vector_and_a_small_file(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    write_deltalake(str(path), SCHEMA.empty_table(), mode="error")
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), 4 << 20, deletion_vectors=True)
+    model = {k: (k, f"{k * 2654435761 % (1 << 64):020x}{k:020x}") for k in range(100_000)}
+    t.write(rows(SCHEMA, model, list(model)), key_table(SCHEMA, []), 1, {})
+    (big,) = t.files
+    model[7] = (1, "changed")
+    t.write(rows(SCHEMA, model, [7]), key_table(SCHEMA, [99]), 2, {})
+    model.pop(99)
+    assert big in t.files and t.files[big].vector is not None and len(t.files) == 2
+    assert dv.positions(t.files[big].vector, path).tolist() == [7, 99]
+    entry = [
+        json.loads(line) for line in (path / "_delta_log" / f"{t.version:020d}.json").read_text().splitlines()
+    ]
+    removed = [a["remove"] for a in entry if "remove" in a]
+    assert [r["path"] for r in removed] == [big] and "deletionVector" not in removed[0]  # it had none
+    added = {a["add"]["path"]: a["add"] for a in entry if "add" in a}
+    assert (
+        added[big]["deletionVector"]["cardinality"] == 2
+        and json.loads(added[big]["stats"])["tightBounds"] is False
+    )
+    assert read(path, SCHEMA) == model
+    # a vector too big for the log entry goes to a file of its own
+    gone = list(range(1000, 60_000, 7))
+    t.write(rows(SCHEMA, model, []), key_table(SCHEMA, gone), 3, {})
+    for k in gone:
+        model.pop(k)
+    assert t.files[big].vector["storageType"] == "u" and list(path.glob("deletion_vector_*.bin"))
+    entry = [
+        json.loads(line) for line in (path / "_delta_log" / f"{t.version:020d}.json").read_text().splitlines()
+    ]
+    assert [a["remove"]["deletionVector"]["cardinality"] for a in entry if "remove" in a] == [2]
+    assert read(path, SCHEMA) == model
+    # past a fifth of its rows hidden, the file is rewritten without them
+    t.write(rows(SCHEMA, model, []), key_table(SCHEMA, list(range(60_000, 80_000))), 4, {})
+    for k in range(60_000, 80_000):
+        model.pop(k)
+    assert big not in t.files and all(f.vector is None for f in t.files.values())
+    assert read(path, SCHEMA) == model
+
+
+def test_roaring_bitmap_arrays_round_trip_and_read_run_containers() -> None:
+    rnd = np.random.default_rng(3)
+    for n in (1, 100, 4096, 4097, 70_000):
+        pos = np.unique(rnd.integers(0, 1 << 33, n).astype(np.uint64))
+        assert np.array_equal(dv.deserialize(dv.serialize(pos)), pos)
+    # a run container, as Java's RoaringBitmap writes {5..9, 70000}: cookie 12347 with 2 containers
+    body = bytearray()
+    body += (12347 | (1 << 16)).to_bytes(4, "little") + bytes([0b01])  # container 0 is a run
+    body += (
+        (0).to_bytes(2, "little")
+        + (4).to_bytes(2, "little")
+        + (1).to_bytes(2, "little")
+        + (0).to_bytes(2, "little")
+    )
+    body += (
+        (1).to_bytes(2, "little") + (5).to_bytes(2, "little") + (4).to_bytes(2, "little")
+    )  # run: start 5, length 4
+    body += (70000 - 65536).to_bytes(2, "little")
+    data = (
+        dv.MAGIC.to_bytes(4, "little") + (1).to_bytes(8, "little") + (0).to_bytes(4, "little") + bytes(body)
+    )
+    assert dv.deserialize(data).tolist() == [5, 6, 7, 8, 9, 70000]
+    with pytest.raises(dv.DvError):
+        dv.deserialize(b"\0" * 16)
+    assert dv.z85_decode(dv.z85_encode(b"HelloWorld"), 10) == b"HelloWorld"
+
+
+def test_spark_reads_a_table_with_deletion_vectors_without_the_rows_they_hide(
+    tmp_path: Path,
+    spark: Any,  # noqa: F811 - the fixture
+) -> None:
+    from pycanal.spark.current import read_current, table_path
+
+    path = table_path(tmp_path, "db", "t")
+    path.parent.mkdir(parents=True)
+    write_deltalake(str(path), SCHEMA.empty_table(), mode="error")
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), 1 << 20, deletion_vectors=True)
+    model = {k: (k % 11, f"{k * 2654435761 % (1 << 64):020x}") for k in range(60_000)}
+    t.write(rows(SCHEMA, model, list(model)), key_table(SCHEMA, []), 1, {})
+    gone = list(range(5, 60_000, 13))
+    model[3] = (99, "changed")
+    t.write(rows(SCHEMA, model, [3]), key_table(SCHEMA, gone), 2, {})
+    for k in gone:
+        model.pop(k)
+    assert any(f.vector is not None for f in t.files.values())
+    got = read_current(spark, tmp_path, "db", "t").toPandas()
+    assert len(got) == len(model)
+    assert {r.id: (r.k, r.v) for r in got.itertuples()} == model
