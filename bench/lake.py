@@ -27,11 +27,15 @@ entries, and a full-table query of ``lake1`` (median of 5) next to the same quer
 written as a new one-commit table (``fresh_table_query_s``: the table's size without its minutes
 of streaming).
 
+``--deletion-vectors`` runs the job with it (changes to table files of 10,000 rows and more as
+Delta deletion vectors); with ``--rows`` in the 100,000s it is what keeps the apply's cost to
+the changes rather than to the rows the tables hold (docs/benchmarks.md, stop 30).
+
 One JSON object goes to stdout, progress to stderr.
 
     .venv/bin/python bench/lake.py [--tables 200,20,2] [--rates 500,1000,2000,5000] [--seconds 20]
         [--backlog-rate 1500] [--backlog-seconds 30] [--rows 1000] [--minutes 0] [--skip-pmr]
-        [--apply-share 1.0] [--dir DIR]
+        [--apply-share 1.0] [--deletion-vectors] [--dir DIR]
 
 The JSON's ``machine.file_create_us`` is the CPU a file creation takes in ``--dir``: each write
 of a current-state table creates two files, so it weighs on the apply (13 to 884 us in different
@@ -451,7 +455,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes:
         counts = counts[:1]
     load_start = os.getloadavg()
-    result: dict[str, Any] = {"deletion_vectors": args.deletion_vectors, "rows_per_table": args.rows, "runs": []}
+    result: dict[str, Any] = {
+        "deletion_vectors": args.deletion_vectors,
+        "rows_per_table": args.rows,
+        "runs": [],
+    }
     with (
         contextlib.redirect_stdout(sys.stderr),
         tempfile.TemporaryDirectory("", "pycanal-lake-", args.dir) as tmp,

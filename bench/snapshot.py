@@ -52,8 +52,10 @@ import oltp as oltp_bench  # noqa: E402
 from pycanal.snapshot import describe, plan_chunks, read_chunk  # noqa: E402
 from pycanal.snapshot.reader import connect  # noqa: E402
 from pycanal.spark.apply import applied_batch_ids  # noqa: E402
+from pycanal.spark.cow import read_rows  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.job import snapshot_requests, spark_session, start_pipeline  # noqa: E402
+from pycanal.spark.maintenance import Maintenance  # noqa: E402
 from pycanal.spark.rows import SnapshotRows  # noqa: E402
 from pycanal.spark.snapshot import request_snapshot  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
@@ -169,7 +171,7 @@ def lake_k(db: PrivateMariaDB, lake: Path, table: str) -> Any:
     from deltalake import DeltaTable
 
     try:
-        return DeltaTable(str(table_path(lake, db.database, table))).to_pyarrow_table(columns=["k"])
+        return read_rows(DeltaTable(str(table_path(lake, db.database, table))), ["k"])
     except Exception:  # noqa: BLE001 - not there yet
         return None
 
@@ -238,7 +240,8 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
                                   snapshot="initial", source=f"{db.host}:{db.port}", source_user=db.repl_user,
                                   source_password=db.repl_password, snapshot_chunk_rows=args.chunk_rows,
                                   snapshot_parallelism=args.parallelism, snapshot_reader=args.reader,
-                                  apply_share=args.apply_share)  # fmt: skip
+                                  apply_share=args.apply_share,
+                                  maintenance=Maintenance(deletion_vectors=args.deletion_vectors))  # fmt: skip
         try:
             first_chunks: list[float] = []  # when the first micro-batch with chunks was planned
             last: list[int] = []  # the micro-batch whose end offset says the snapshot is done
@@ -297,6 +300,7 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
         "lake_equal_after_s": round(equal_s, 1),
         "reader": args.reader,
         "apply_share": args.apply_share,
+        "deletion_vectors": args.deletion_vectors,
         "writer_rate": args.rate,
         "writer_alone_txn_per_s": round(alone),
         "writer_during_txn_per_s": round(during),
@@ -330,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--apply-share", type=float, default=1.0, help="the job's apply_share (current-state rounds)"
     )
+    ap.add_argument("--deletion-vectors", action="store_true", help="the job's --deletion-vectors")
     ap.add_argument(
         "--resnapshot", action="store_true", help="then snapshot the table again while it streams (ad hoc)"
     )

@@ -208,3 +208,17 @@ def test_spark_reads_a_table_with_deletion_vectors_without_the_rows_they_hide(
     got = read_current(spark, tmp_path, "db", "t").toPandas()
     assert len(got) == len(model)
     assert {r.id: (r.k, r.v) for r in got.itertuples()} == model
+
+
+def test_a_property_change_by_delta_rs_leaves_the_table_to_the_writer(tmp_path: Path) -> None:
+    """delta-rs adds the ``variantType`` feature to a version 7 protocol on any property change
+    (the upkeep's retention settings); a table without VARIANT columns stays written here."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), SCHEMA.empty_table(), mode="error")
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), deletion_vectors=True)
+    DeltaTable(str(path)).alter.set_table_properties({"delta.logRetentionDuration": "interval 2 hours"})
+    assert "variantType" in DeltaTable(str(path)).protocol().writer_features
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), deletion_vectors=True)
+    assert t.writable and t.vectors
+    t.write(rows(SCHEMA, {1: (1, "a")}, [1]), key_table(SCHEMA, []), 1, {})
+    assert read(path, SCHEMA) == {1: (1, "a")}

@@ -59,9 +59,12 @@ __all__ = [
     "unsupported",
 ]
 
-# invariants/appendOnly: checked unused; deletionVectors: read and written here
-_WRITER_FEATURES = {"timestampNtz", "appendOnly", "invariants", "deletionVectors"}
-_READER_FEATURES = {"timestampNtz", "deletionVectors"}
+# invariants/appendOnly: checked unused; deletionVectors: read and written here; variantType:
+# delta-rs adds it to a version 7 table's protocol on any property change, and a current-state
+# table has no VARIANT column (its columns are checked against the source's when it is opened)
+_FEATURES = {"timestampNtz", "deletionVectors", "variantType"}
+_WRITER_FEATURES = _FEATURES | {"appendOnly", "invariants"}
+_READER_FEATURES = _FEATURES
 _RETRIES = 3
 # zstd, not snappy, for a current-state table's data files of 1 MiB of rows and up (and delta-rs'
 # MERGE, compaction and DDL rewrites): text of some entropy writes 15-30% faster, reads 2.4x faster
