@@ -433,9 +433,14 @@ class KeyedTable:
                 hit = numbered.join(changed, self.keys, join_type="left semi").column("__row")
                 rows = np.sort(hit.to_numpy()).astype(np.uint64)
             deleted = self._vector(p)
-            now = np.union1d(deleted, rows)
-            if len(now) == len(deleted):
+            at = np.searchsorted(deleted, rows)  # a few positions into a sorted vector: no sort of both
+            there = np.zeros(len(rows), bool)
+            if len(deleted):
+                there = deleted[np.minimum(at, len(deleted) - 1)] == rows
+            fresh = rows[~there]
+            if not len(fresh):
                 continue  # only rows deleted already: the file holds none of these keys
+            now = np.insert(deleted, at[~there], fresh)
             if len(now) > _PURGE * keys.num_rows:
                 rewrite.append(p)
             else:
