@@ -222,3 +222,32 @@ def test_a_property_change_by_delta_rs_leaves_the_table_to_the_writer(tmp_path: 
     assert t.writable and t.vectors
     t.write(rows(SCHEMA, {1: (1, "a")}, [1]), key_table(SCHEMA, []), 1, {})
     assert read(path, SCHEMA) == {1: (1, "a")}
+
+
+def test_a_checkpoint_without_room_for_vectors_is_not_extended_with_them(tmp_path: Path) -> None:
+    """A previous checkpoint whose ``add`` rows have no ``deletionVector`` field (another writer's)
+    cannot carry the vectors of the entries since: ``from_log`` leaves the checkpoint to delta-rs
+    instead of writing one that would drop them (and bring the hidden rows back)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from pycanal.spark.checkpoint import checkpoint_path, from_log
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), SCHEMA.empty_table(), mode="error")
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), deletion_vectors=True)
+    model = {k: (k, f"{k * 2654435761 % (1 << 64):020x}") for k in range(20_000)}
+    t.write(rows(SCHEMA, model, list(model)), key_table(SCHEMA, []), 1, {})
+    DeltaTable(str(path)).create_checkpoint()
+    cp = checkpoint_path(path / "_delta_log", t.version)
+    data = pq.read_table(cp)
+    add = data.column("add").combine_chunks()
+    fields = [f.with_nullable(True) for f in add.type if f.name != "deletionVector"]
+    narrow = pa.StructArray.from_arrays(
+        [pc.struct_field(add, f.name) for f in fields], fields=fields, mask=pc.is_null(add)
+    )
+    pq.write_table(data.set_column(data.schema.get_field_index("add"), "add", narrow), cp)
+    t.write(rows(SCHEMA, model, []), key_table(SCHEMA, [5]), 2, {})
+    assert any(f.vector is not None for f in t.files.values())
+    assert from_log(path / "_delta_log", t.version, set(t.files)) is False
+    assert not checkpoint_path(path / "_delta_log", t.version).exists()

@@ -29,6 +29,7 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,15 +82,21 @@ def live_adds(log_dir: Path, version: int) -> dict[str, dict[str, Any]]:
         column = pq.read_table(part, columns=["add"]).column("add").drop_null()
         for add in column.to_pylist():
             live[add["path"]] = add
-    for v in range(base + 1, version + 1):
+    for kind, action in _actions(log_dir, base + 1, version):
+        if kind == "add":
+            live[action["path"]] = action
+        elif kind == "remove":
+            live.pop(action["path"], None)
+    return live
+
+
+def _actions(log_dir: Path, first: int, last: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The actions of the log entries ``first`` to ``last``, in order, as (kind, action)."""
+    for v in range(first, last + 1):
         for line in (log_dir / f"{v:020d}.json").read_text().splitlines():
             if line.strip():
-                action = json.loads(line)
-                if "add" in action:
-                    live[action["add"]["path"]] = action["add"]
-                elif "remove" in action:
-                    live.pop(action["remove"]["path"], None)
-    return live
+                ((kind, action),) = json.loads(line).items()
+                yield kind, action
 
 
 def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
@@ -105,20 +112,16 @@ def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
             return True  # a checkpoint at this version or later is there
         previous = pq.read_table(checkpoint_path(log_dir, base))
         changes, txns = [], []
-        for v in range(base + 1, version + 1):
-            for line in (log_dir / f"{v:020d}.json").read_text().splitlines():
-                if not line.strip():
-                    continue
-                ((kind, action),) = json.loads(line).items()
-                if kind in ("add", "remove"):
-                    for k in ("partitionValues", "tags"):  # maps as Arrow takes them
-                        if isinstance(action.get(k), dict):
-                            action[k] = list(action[k].items())
-                    changes.append((kind, action))
-                elif kind == "txn":
-                    txns.append(action)
-                elif kind != "commitInfo":
-                    return False
+        for kind, action in _actions(log_dir, base + 1, version):
+            if kind in ("add", "remove"):
+                for k in ("partitionValues", "tags"):  # maps as Arrow takes them
+                    if isinstance(action.get(k), dict):
+                        action[k] = list(action[k].items())
+                changes.append((kind, action))
+            elif kind == "txn":
+                txns.append(action)
+            elif kind != "commitInfo":
+                return False
         vectors = any(a.get("deletionVector") for _, a in changes)
         if vectors and "deletionVector" not in {f.name for f in previous.schema.field("add").type}:
             return False  # the previous checkpoint's rows cannot carry them: delta-rs makes it

@@ -395,7 +395,7 @@ class KeyedTable:
             del self.files[p]
             self._deleted.pop(p, None)
             self.contents.drop(self.path / p)
-        for p, f, _ in readded:
+        for p, f in readded:
             self.files[p] = f
             self._deleted[p] = marked[p]
         for (name, f, _), part in zip(added, parts, strict=True):
@@ -450,9 +450,7 @@ class KeyedTable:
             rewrite += rest  # merged with this write's rows
         return rewrite, marked
 
-    def _vectors(
-        self, marked: dict[str, np.ndarray]
-    ) -> tuple[list[tuple[str, _File, np.ndarray]], Path | None]:
+    def _vectors(self, marked: dict[str, np.ndarray]) -> tuple[list[tuple[str, _File]], Path | None]:
         """The files of ``marked`` with their new deletion vectors (inline, or in one new file)."""
         vectors = {p: dv.serialize(rows) for p, rows in marked.items()}
         descriptors = {
@@ -469,7 +467,7 @@ class KeyedTable:
             stats = f.stats
             if stats is not None:  # its bounds now include deleted rows: no longer tight
                 stats = json.dumps({**json.loads(stats), "tightBounds": False}, separators=(",", ":"))
-            out.append((p, _File(f.size, f.low, f.high, stats, descriptor, f.rows), marked[p]))
+            out.append((p, _File(f.size, f.low, f.high, stats, descriptor, f.rows)))
         return out, vector_file
 
     def _small(self, name: str) -> bool:
@@ -573,9 +571,8 @@ class KeyedTable:
         writer does not know the files."""
         if not self.writable:
             return True
-        sizes = sorted(f.size for f in self.files.values())
-        if self.deletion_vectors and self.vectors:  # small files are merged by the writes themselves
-            sizes = sorted(self.files[p].size for p in self.files if not self._small(p))
+        merged_by_writes = self.deletion_vectors and self.vectors  # small files: merged by the writes
+        sizes = sorted(f.size for p, f in self.files.items() if not (merged_by_writes and self._small(p)))
         return len(sizes) >= 2 and sizes[0] + sizes[1] <= target_bytes
 
     def checkpoint(self) -> None:
@@ -587,7 +584,7 @@ class KeyedTable:
 
     def _commit(
         self, removed: list[str], added: list[tuple[str, _File, str]], txn: int, metadata: dict[str, Any],
-        upserts: int, deletes: int, readded: list[tuple[str, _File, np.ndarray]] = (),
+        upserts: int, deletes: int, readded: list[tuple[str, _File]] = (),
     ) -> None:  # fmt: skip
         now = int(time.time() * 1000)
         info = {
@@ -609,13 +606,13 @@ class KeyedTable:
             {"commitInfo": info},
             {"txn": {"appId": self.app_id, "version": txn, "lastUpdated": now}},
         ]
-        for p in [*removed, *(p for p, _, _ in readded)]:
+        for p in [*removed, *(p for p, _ in readded)]:
             actions.append({"remove": {
                 "path": p, "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
                 "partitionValues": {}, "size": self.files[p].size,
                 **({"deletionVector": self.files[p].vector} if self.files[p].vector else {}),
             }})  # fmt: skip
-        for name, f, stats in [*added, *((p, f, f.stats) for p, f, _ in readded)]:
+        for name, f, stats in [*added, *((p, f, f.stats) for p, f in readded)]:
             actions.append({"add": {
                 "path": name, "partitionValues": {}, "size": f.size, "modificationTime": now, "dataChange": True,
                 **({"stats": stats} if stats is not None else {}),

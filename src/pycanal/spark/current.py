@@ -192,6 +192,8 @@ def read_current(spark: Any, target_dir: str | Path, database: str, table: str) 
     """The current-state table of ``database.table`` as a Spark DataFrame, read from the live
     file list delta-rs reports (Spark's own Delta connector is not needed); rows that deletion
     vectors hide are left out by their files' row index (Spark's ``_metadata.row_index``)."""
+    import numpy as np
+    import pandas as pd
     from pyspark.sql.pandas.types import from_arrow_schema
 
     dt = DeltaTable(str(table_path(target_dir, database, table)))
@@ -207,11 +209,11 @@ def read_current(spark: Any, target_dir: str | Path, database: str, table: str) 
     for uri, keep in zip(
         vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist(), strict=True
     ):
-        hidden = [i for i, kept in enumerate(keep) if not kept]
-        names += [uri.rsplit("/", 1)[-1]] * len(hidden)
-        rows += hidden
+        hidden = np.flatnonzero(~np.asarray(keep, bool))
+        names.append(np.full(len(hidden), uri.rsplit("/", 1)[-1], dtype=object))
+        rows.append(hidden)
     hidden = spark.createDataFrame(
-        pa.table({"__file": pa.array(names, pa.string()), "__row": pa.array(rows, pa.int64())}).to_pandas()
+        pd.DataFrame({"__file": np.concatenate(names), "__row": np.concatenate(rows).astype(np.int64)})
     )
     data = data.select("*", "_metadata.file_name", "_metadata.row_index")
     data = data.withColumnsRenamed({"file_name": "__file", "row_index": "__row"})
