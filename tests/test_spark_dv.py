@@ -251,3 +251,20 @@ def test_a_checkpoint_without_room_for_vectors_is_not_extended_with_them(tmp_pat
     assert any(f.vector is not None for f in t.files.values())
     assert from_log(path / "_delta_log", t.version, set(t.files)) is False
     assert not checkpoint_path(path / "_delta_log", t.version).exists()
+
+
+def test_truncate_by_delta_rs_empties_a_table_with_vectors_and_writes_go_on(tmp_path: Path) -> None:
+    """``TRUNCATE`` is delta-rs' ``delete()`` (``CurrentState._truncate``): on a table with
+    vectors it leaves no row behind, and the writer, opened again, writes into it."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), SCHEMA.empty_table(), mode="error")
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), deletion_vectors=True)
+    model = {k: (k, f"{k * 2654435761 % (1 << 64):020x}") for k in range(20_000)}
+    t.write(rows(SCHEMA, model, list(model)), key_table(SCHEMA, []), 1, {})
+    t.write(rows(SCHEMA, model, []), key_table(SCHEMA, [7, 8]), 2, {})
+    assert any(f.vector is not None for f in t.files.values())
+    DeltaTable(str(path)).delete()
+    assert read(path, SCHEMA) == {}
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), deletion_vectors=True)
+    t.write(rows(SCHEMA, model, [9]), key_table(SCHEMA, []), 3, {})
+    assert read(path, SCHEMA) == {9: model[9]}
