@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from pycanal.spark import cow
 from pycanal.spark.apply import ChangeApplier
 from pycanal.spark.cow import Contents, KeyedTable, take_in_blocks, unsupported
 from pycanal.spark.current import table_path
@@ -181,13 +182,32 @@ def test_checkpoints_from_the_previous_one_equal_delta_rs_ones(
     assert len(dt.file_uris()) == len(t.files) and contents(path) == model
 
 
-def test_compaction_is_due_only_where_two_files_fit_in_one(tmp_path: Path) -> None:
+def test_compaction_is_due_only_where_two_files_fit_in_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cow, "_VECTOR_ROWS", 5)  # these files are not small: the writes leave them
     t = table(tmp_path)
     t.write(*rows({k: k for k in range(100)}), 1, {})
     assert not t.compactable(1 << 20)  # one file: nothing to merge
     t.write(*rows({k: k for k in range(100, 110)}), 2, {})  # a second, small file
     assert t.compactable(1 << 20)
     assert not t.compactable(min(f.size for f in t.files.values()) + 1)  # they would not fit in one
+
+
+def test_the_writes_merge_the_insert_tail(tmp_path: Path) -> None:
+    """New keys above every file's range make a file a write; the write that finds _MAX_SMALL
+    small files merges them, so a table's file count stays bounded without a compaction (which
+    would rewrite its big files too) and compaction is not due for small files."""
+    t = table(tmp_path)
+    model = {}
+    for txn in range(1, 40):
+        pairs = {100 * txn + i: txn for i in range(3)}
+        t.write(*rows(pairs), txn, {})
+        model.update({k: (v, f"s{v}" if v % 3 else None) for k, v in pairs.items()})
+        assert len(t.files) <= cow._MAX_SMALL
+        assert not t.compactable(1 << 20)
+    assert len(DeltaTable(str(t.path)).file_uris()) == len(t.files)
+    assert contents(t.path) == model
 
 
 def test_a_checkpoint_drops_the_tombstones_past_their_retention() -> None:

@@ -162,10 +162,11 @@ class _File:
     rows: int | None = None  # rows in the file (those a vector hides too), None where unknown
 
 
-# Deletion vectors (``deletion_vectors=True``): files of fewer than _VECTOR_ROWS rows are
-# rewritten when a change touches them, and all of them with the next write once there are
-# _MAX_SMALL; a bigger file gets a deletion vector instead, until it would hide more than _PURGE
-# of its rows. Vectors up to _INLINE_BYTES stay in the log entry. A write costs ~2 ms of CPU
+# Files of fewer than _VECTOR_ROWS rows are small: rewritten when a change touches them, and all
+# of them with the next write once there are _MAX_SMALL (a table's insert tail, a file a write,
+# is merged by the writes, not by a compaction that rewrites the table). With deletion vectors
+# (``deletion_vectors=True``) a bigger file gets a vector instead, until it would hide more than
+# _PURGE of its rows. Vectors up to _INLINE_BYTES stay in the log entry. A write costs ~2 ms of CPU
 # either way up to ~10,000 rows of the lake bench's rows, and a rewrite ~0.12 us a row more
 # after that (docs/benchmarks.md, stop 30).
 _VECTOR_ROWS = 10_000
@@ -376,6 +377,9 @@ class KeyedTable:
         marked: dict[str, np.ndarray] = {}
         if self.deletion_vectors and self.vectors:
             touched, marked = self._mark(touched, changed)
+        rest = [p for p in self.files if p not in touched and p not in marked and self._small(p)]
+        if len(rest) >= _MAX_SMALL:
+            touched += rest  # merged with this write's rows
         kept = [self._without(self._live(p), changed) for p in touched]
         new = pa.concat_tables([*kept, upserts]).combine_chunks()
         parts = self._cut(new) if new.num_rows else []
@@ -445,9 +449,6 @@ class KeyedTable:
                 rewrite.append(p)
             else:
                 marked[p] = now
-        rest = [p for p in self.files if p not in rewrite and p not in marked and self._small(p)]
-        if len(rest) >= _MAX_SMALL:
-            rewrite += rest  # merged with this write's rows
         return rewrite, marked
 
     def _vectors(self, marked: dict[str, np.ndarray]) -> tuple[list[tuple[str, _File]], Path | None]:
@@ -567,12 +568,11 @@ class KeyedTable:
     # ------------------------------------------------------------------ upkeep
     def compactable(self, target_bytes: int) -> bool:
         """Whether compaction into files of ``target_bytes`` has anything to merge here (two live
-        files that fit in one; with deletion vectors, two that are not small); True where this
+        files that are not small and fit in one: the writes merge the small ones); True where this
         writer does not know the files."""
         if not self.writable:
             return True
-        merged_by_writes = self.deletion_vectors and self.vectors  # small files: merged by the writes
-        sizes = sorted(f.size for p, f in self.files.items() if not (merged_by_writes and self._small(p)))
+        sizes = sorted(f.size for p, f in self.files.items() if not self._small(p))
         return len(sizes) >= 2 and sizes[0] + sizes[1] <= target_bytes
 
     def checkpoint(self) -> None:
