@@ -185,7 +185,7 @@ def test_checkpoints_from_the_previous_one_equal_delta_rs_ones(
 def test_compaction_is_due_only_where_two_files_fit_in_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cow, "_VECTOR_ROWS", 5)  # these files are not small: the writes leave them
+    monkeypatch.setattr(cow, "_SMALL_ROWS", 5)  # these files are not small: the writes leave them
     t = table(tmp_path)
     t.write(*rows({k: k for k in range(100)}), 1, {})
     assert not t.compactable(1 << 20)  # one file: nothing to merge

@@ -58,7 +58,7 @@ def make_key(schema: pa.Schema, n: int):
 def test_random_changes_with_deletion_vectors_read_back_equal_the_model(
     tmp_path: Path, schema: pa.Schema, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cow, "_VECTOR_ROWS", 500)  # files of ~1,000 rows get vectors
+    monkeypatch.setattr(cow, "_SMALL_ROWS", 500)  # files of ~1,000 rows get vectors
     path = tmp_path / "t"
     write_deltalake(str(path), schema.empty_table(), mode="error")
     keys = ["id"] if schema is SCHEMA else ["a", "b"]

@@ -11,9 +11,11 @@ and a write rewrites only the files its keys fall in, not the whole table) and c
 as the table's next log entry, created only if that
 version does not exist yet (a hard link, as delta-rs' own local store does): ~3 ms. The entry
 carries the Delta transaction id a MERGE would (``txn``), so exactly-once is unchanged, and
-readers (delta-rs, Spark) see an ordinary remove/add commit.
+readers (delta-rs, Spark) see an ordinary remove/add commit. Files under ``_SMALL_ROWS`` rows
+(a table's insert tail: new keys above every range make a file a write) are merged by the write
+that finds ``_MAX_SMALL`` of them, not by a compaction that would rewrite the whole table.
 
-With ``deletion_vectors``, a change to a file of ``_VECTOR_ROWS`` rows or more commits a Delta
+With ``deletion_vectors``, a change to a file of ``_SMALL_ROWS`` rows or more commits a Delta
 deletion vector for it (``dv``: the positions of its replaced rows) instead of rewriting it: the
 cost of a write no longer grows with the table (docs/spark.md). Files with vectors, whoever wrote
 them, are read and rewritten with the vectors applied.
@@ -162,14 +164,14 @@ class _File:
     rows: int | None = None  # rows in the file (those a vector hides too), None where unknown
 
 
-# Files of fewer than _VECTOR_ROWS rows are small: rewritten when a change touches them, and all
+# Files of fewer than _SMALL_ROWS rows are small: rewritten when a change touches them, and all
 # of them with the next write once there are _MAX_SMALL (a table's insert tail, a file a write,
 # is merged by the writes, not by a compaction that rewrites the table). With deletion vectors
 # (``deletion_vectors=True``) a bigger file gets a vector instead, until it would hide more than
 # _PURGE of its rows. Vectors up to _INLINE_BYTES stay in the log entry. A write costs ~2 ms of CPU
 # either way up to ~10,000 rows of the lake bench's rows, and a rewrite ~0.12 us a row more
 # after that (docs/benchmarks.md, stop 30).
-_VECTOR_ROWS = 10_000
+_SMALL_ROWS = 10_000
 _MAX_SMALL = 8
 _PURGE = 0.2
 _INLINE_BYTES = 512
@@ -377,7 +379,8 @@ class KeyedTable:
         marked: dict[str, np.ndarray] = {}
         if self.deletion_vectors and self.vectors:
             touched, marked = self._mark(touched, changed)
-        rest = [p for p in self.files if p not in touched and p not in marked and self._small(p)]
+        done = {*touched, *marked}
+        rest = [p for p in self.files if p not in done and self._small(p)]
         if len(rest) >= _MAX_SMALL:
             touched += rest  # merged with this write's rows
         kept = [self._without(self._live(p), changed) for p in touched]
@@ -474,7 +477,7 @@ class KeyedTable:
     def _small(self, name: str) -> bool:
         """Whether a file is rewritten rather than given a deletion vector."""
         rows = self.files[name].rows
-        return (self._keys(name).num_rows if rows is None else rows) < _VECTOR_ROWS
+        return (self._keys(name).num_rows if rows is None else rows) < _SMALL_ROWS
 
     def _vector(self, name: str) -> np.ndarray:
         """The positions ``name``'s deletion vector hides."""
