@@ -29,6 +29,7 @@ write redone. A filesystem without hard links sends the table to MERGE as well.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -352,8 +353,8 @@ class KeyedTable:
         """Replace the rows of ``upserts``' and ``deletes``' keys by ``upserts`` (rows of the table's
         schema; ``deletes``: key columns; no key twice) in one commit with transaction id ``txn``.
         False (nothing written) when the table is not, or no longer, one this class may write."""
-        keys = upserts.select(self.keys)
-        changed = pa.concat_tables([keys, deletes.select(self.keys).cast(keys.schema)])
+        keys, gone = upserts.select(self.keys), deletes.select(self.keys)
+        changed = pa.concat_tables([keys, gone if gone.schema == keys.schema else gone.cast(keys.schema)])
         attempt = 0
         while self.writable:  # a table can stop being one by the commit that got in first
             try:
@@ -490,15 +491,16 @@ class KeyedTable:
         """The live files that may hold a changed key."""
         if self.range_key is None or not self.files:
             return list(self.files)
-        keys = changed.column(self.range_key)
-        low, high = (v.as_py() for v in pc.min_max(keys).values())
+        # Python values compare as Arrow's do here (integers; UTF-8 texts by code point = by byte),
+        # and a bisection a file costs less than an Arrow call over the keys.
+        keys = sorted(k for k in changed.column(self.range_key).to_pylist() if k is not None)
         out = []
         for p, f in self.files.items():
             if f.low is None or f.high is None:
                 out.append(p)
-            elif f.low <= high and low <= f.high:
-                inside = pc.and_(pc.greater_equal(keys, f.low), pc.less_equal(keys, f.high))
-                if pc.any(inside).as_py():
+            else:
+                i = bisect.bisect_left(keys, f.low)
+                if i < len(keys) and keys[i] <= f.high:
                     out.append(p)
         return out
 
@@ -560,13 +562,16 @@ class KeyedTable:
         name = f"{_PREFIX}{uuid.uuid4()}.{codec}.parquet"
         # No dictionary pages: keys are unique and a small file's other columns rarely repeat enough
         # to pay for hashing every value (a 5,745-row file: 3.4 -> 2.7 ms a write; bench/lake.py's soak).
-        pq.write_table(data, self.path / name, compression=codec, use_dictionary=False)
+        # An open file, not a path: pyarrow resolves a path's filesystem every call.
+        with pa.OSFile(str(self.path / name), "wb") as out:
+            pq.write_table(data, out, compression=codec, use_dictionary=False)
+            size = out.tell()
         stats = _stats(data, self.range_key)
         low = high = None
         if self.range_key is not None:
             low, high = stats["minValues"][self.range_key], stats["maxValues"][self.range_key]
         text = json.dumps(stats, separators=(",", ":"))
-        return name, _File(os.path.getsize(self.path / name), low, high, text, rows=data.num_rows), text
+        return name, _File(size, low, high, text, rows=data.num_rows), text
 
     # ------------------------------------------------------------------ upkeep
     def compactable(self, target_bytes: int) -> bool:
@@ -641,13 +646,16 @@ class KeyedTable:
 
 def _stats(data: pa.Table, key: str | None) -> dict[str, Any]:
     """A data file's Delta statistics: rows, null counts, and the exact bounds of ``key``, of
-    integer columns and of short strings (bounds are optional; long texts would bloat the log)."""
+    integer columns and of texts whose bounds are short (bounds are optional; long ones would
+    bloat the log)."""
     lows, highs, nulls = {}, {}, {}
     for field, column in zip(data.schema, data.columns, strict=True):
         nulls[field.name] = column.null_count
         t = field.type
         if column.null_count == len(column):
             continue
-        if field.name == key or _integer(t) or (_text(t) and pc.max(pc.binary_length(column)).as_py() <= 32):
-            lows[field.name], highs[field.name] = (v.as_py() for v in pc.min_max(column).values())
+        if field.name == key or _integer(t) or _text(t):
+            low, high = (v.as_py() for v in pc.min_max(column).values())
+            if field.name == key or not _text(t) or max(len(low.encode()), len(high.encode())) <= 32:
+                lows[field.name], highs[field.name] = low, high
     return {"numRecords": data.num_rows, "minValues": lows, "maxValues": highs, "nullCount": nulls}
