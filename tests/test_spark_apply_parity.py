@@ -475,3 +475,34 @@ def test_line_feed_search_follows_slices_and_chunks(kind: pa.DataType) -> None:
     assert _has_line_feed(pa.chunked_array([a.slice(0, 1), a.slice(1, 2)]))
     assert not _has_line_feed(pa.chunked_array([a.slice(2), a.slice(0, 1)]))
     assert not _has_line_feed(pa.chunked_array([], kind))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"id":1,"s":"a\\u00e9\\ud83d\\ude00","n":null,"f":1.5e300,"b":[1,{"x":true}]}',
+        '{"id":123456789012345678901234567890}',
+        '{"d":NaN,"e":-Infinity}',
+        '{"d":Inf}',
+        ' {"id":1}',
+        '{"id":1} ',
+        '{"id":1}\n',
+        '{"id":1}{"id":2}',
+        '{"id":1',
+        "\ufeff{}",
+        "",
+        "null",
+        "[1]",
+        None,
+    ],
+)
+def test_images_are_parsed_as_json_loads_parses_them(text: Any) -> None:
+    """``_loads`` scans an image with json's C scanner: the value, or the error, json.loads gives."""
+
+    def outcome(parse: Any) -> Any:
+        try:
+            return "value", parse(text)
+        except Exception as exc:  # noqa: BLE001 - the outcome compared
+            return type(exc), str(exc)
+
+    assert repr(outcome(current._loads)) == repr(outcome(json.loads))  # repr: NaN != NaN

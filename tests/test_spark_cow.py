@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -259,6 +260,46 @@ def test_key_ranges_spare_the_files_no_changed_key_can_be_in(tmp_path: Path) -> 
     assert len(DeltaTable(str(t.path)).file_uris()) == 2
     assert contents(t.path) == {**{k: (k, f"s{k}" if k % 3 else None) for k in range(110) if k not in (5, 105)},
                                 106: (1, "s1")}  # fmt: skip
+
+
+def test_text_ranges_find_the_files_arrow_order_finds(tmp_path: Path) -> None:
+    """A write's keys are compared with files' text bounds in Python (code points): the files
+    Arrow's byte order of UTF-8 picks, over keys from several planes."""
+    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
+    path = tmp_path / "t"
+    write_deltalake(str(path), schema.empty_table(), mode="error")
+    t = KeyedTable(path, schema, ["k"], "app", Contents(), file_bytes=256)  # many small files
+    rnd = random.Random(5)
+    letters = [
+        "0",
+        "A",
+        "Z",
+        "a",
+        "z",
+        "~",
+        "\x7f",
+        "\xe9",
+        "\xff",
+        "\u0100",
+        "\u4e2d",
+        "\uffff",
+        "\U0001f600",
+    ]
+
+    def word() -> str:
+        return "".join(rnd.choice(letters) for _ in range(rnd.randint(1, 4)))
+
+    words = list({word() for _ in range(300)})
+    no_deletes = pa.table({"k": pa.array([], pa.string())})
+    t.write(pa.table({"k": words, "v": range(len(words))}, schema=schema), no_deletes, 1, {})
+    assert len(t.files) > 5
+    for _ in range(100):
+        probe = pa.array([word() for _ in range(rnd.randint(1, 6))], pa.string())
+        arrow = [
+            p for p, f in t.files.items()
+            if pc.any(pc.and_(pc.greater_equal(probe, f.low), pc.less_equal(probe, f.high))).as_py()
+        ]  # fmt: skip
+        assert t._touching(pa.table({"k": probe})) == arrow
 
 
 def test_files_are_written_without_dictionary_pages(tmp_path: Path) -> None:
