@@ -11,8 +11,8 @@ pipeline first (checked: every table equals its source). Then:
    ``--rates`` for ``--seconds``. Meanwhile a marker row is updated every 100 ms with its commit
    time and the marker's current-state table is polled every 50 ms: the lag of a marker is the
    time from its commit to the first poll that sees it (p50/p99/max, the p99 of each 10 s and
-   after the first 20 s: on this machine's disk the first few thousand file creations of a run
-   cost up to 40x the later ones, docs/benchmarks.md, stop 32).
+   after the first 20 s: on this machine's disk the first thousands of file creations after a
+   quiet spell cost up to 40x the later ones, docs/benchmarks.md, stop 32).
    A rate is sustained when the writer reached it and the lag p99 is under 5 s. After each rate
    the lake is compared with the source (row count and sum of ``v`` of every table).
 2. backlog: the source's runner process is paused (SIGSTOP) while sysbench writes at
