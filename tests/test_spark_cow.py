@@ -302,6 +302,17 @@ def test_text_ranges_find_the_files_arrow_order_finds(tmp_path: Path) -> None:
         assert t._touching(pa.table({"k": probe})) == arrow
 
 
+def test_text_bounds_are_kept_where_they_are_short() -> None:
+    """A text column's bounds go to the log where both are at most 32 bytes, whatever the
+    values between them; a longer bound drops both."""
+    mid = "m" + "x" * 40
+    short = cow._stats(pa.table({"k": [1, 2, 3], "s": ["a", mid, "z"]}), "k")
+    assert (short["minValues"]["s"], short["maxValues"]["s"]) == ("a", "z")
+    long = cow._stats(pa.table({"k": [1, 2], "s": ["a", "z" * 33]}), "k")
+    assert "s" not in long["minValues"] and "s" not in long["maxValues"]
+    assert (long["minValues"]["k"], long["maxValues"]["k"]) == (1, 2)
+
+
 def test_files_are_written_without_dictionary_pages(tmp_path: Path) -> None:
     """Every write rewrites the files its keys fall in: hashing each value for dictionary pages
     made a 5,745-row table's write 25% dearer (docs/benchmarks.md, stop 24)."""

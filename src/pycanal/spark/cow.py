@@ -654,8 +654,9 @@ def _stats(data: pa.Table, key: str | None) -> dict[str, Any]:
         t = field.type
         if column.null_count == len(column):
             continue
-        if field.name == key or _integer(t) or _text(t):
-            low, high = (v.as_py() for v in pc.min_max(column).values())
-            if field.name == key or not _text(t) or max(len(low.encode()), len(high.encode())) <= 32:
-                lows[field.name], highs[field.name] = low, high
+        if field.name != key and not (_integer(t) or _text(t)):
+            continue
+        low, high = (v.as_py() for v in pc.min_max(column).values())
+        if field.name == key or not _text(t) or max(len(low.encode()), len(high.encode())) <= 32:
+            lows[field.name], highs[field.name] = low, high
     return {"numRecords": data.num_rows, "minValues": lows, "maxValues": highs, "nullCount": nulls}
