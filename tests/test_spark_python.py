@@ -1,4 +1,4 @@
-"""The job's Spark processes: the driver JVM's flags, and the Python Spark starts
+"""The job's Spark processes: the driver JVM's flags, its checkpoint file manager, and the Python Spark starts
 (``pycanal-spark-python``) importing pyspark from its installed package (cached bytecode), not
 from ``pyspark.zip``; another Spark installation's path is left as it is."""
 
@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyspark
 
-from pycanal.spark.job import spark_python
+from pycanal.spark.job import CHECKPOINT_FILE_MANAGER, checkpoint_logs, spark_python
 from pycanal.spark.python import spark_zips
 from spark_fixtures import spark  # noqa: F401
 
@@ -61,6 +62,35 @@ def test_the_driver_jvm_runs_with_the_measured_flags(spark):  # noqa: F811
     bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     args = list(bean.getInputArguments())
     assert "-XX:TieredStopAtLevel=1" in args and "-XX:+UseParallelGC" in args, args
+
+
+def test_pipelines_write_their_logs_through_the_filesystem_api(spark, tmp_path: Path):  # noqa: F811
+    """start_pipeline's checkpoint file manager is a class of this PySpark, set where the session
+    has none (a user's stays), and a query's offset and commit logs go through it."""
+    key, manager = CHECKPOINT_FILE_MANAGER
+    before = spark.conf.get(key, None)
+    try:
+        spark.conf.unset(key)
+        checkpoint_logs(spark)
+        assert spark.conf.get(key) == manager
+        spark.conf.set(key, "com.example.TheirManager")
+        checkpoint_logs(spark)
+        assert spark.conf.get(key) == "com.example.TheirManager"
+        spark.conf.set(key, manager)
+        batches = []
+        query = (
+            spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+            .writeStream.foreachBatch(lambda df, batch_id: batches.append(batch_id))
+            .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="100 milliseconds").start()
+        )  # fmt: skip
+        try:
+            time.sleep(1.5)  # the rate source's first rows
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        assert batches and (tmp_path / "cp" / "commits" / str(batches[-1])).is_file()
+    finally:
+        spark.conf.unset(key) if before is None else spark.conf.set(key, before)
 
 
 def test_the_canal_source_imports_no_server():

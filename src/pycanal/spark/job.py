@@ -30,7 +30,9 @@ from .jvm import archive_options
 from .maintenance import Maintenance
 
 __all__ = [
+    "CHECKPOINT_FILE_MANAGER",
     "DRIVER_JAVA_OPTIONS",
+    "checkpoint_logs",
     "Pipeline",
     "progress_line",
     "run",
@@ -44,6 +46,25 @@ __all__ = [
 # JVM (staged files), so its own work (scheduling, offsets, markers) runs no slower compiled by C1,
 # while C2 spent 2-3 s of CPU compiling during a job's first minute (docs/benchmarks.md, stop 28).
 DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
+
+# How Spark writes a query's offset and commit logs. Its default (Hadoop's FileContext API) runs a
+# `readlink` or `chmod` process for most steps of a log file on a local filesystem where Hadoop has
+# no native library (PySpark ships none): ~7 processes forked by the driver JVM a micro-batch, the
+# two logs' 90 ms of a micro-batch on an idle machine (docs/benchmarks.md, stop 33). The FileSystem
+# API writes the same temporary file and renames it, with one `chmod` a file: 22 ms. On a local
+# filesystem neither API's rename is atomic (both check first that the target does not exist).
+CHECKPOINT_FILE_MANAGER = (
+    "spark.sql.streaming.checkpointFileManagerClass",
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+)
+
+
+def checkpoint_logs(spark: Any) -> None:
+    """The session's ``spark.sql.streaming.checkpointFileManagerClass``, where unset, becomes
+    ``CHECKPOINT_FILE_MANAGER``'s (a query's logs in a local or mounted directory)."""
+    key, manager = CHECKPOINT_FILE_MANAGER
+    if spark.conf.get(key, None) is None:
+        spark.conf.set(key, manager)
 
 
 def spark_python() -> str:
@@ -145,7 +166,9 @@ def start_pipeline(
     ``"initial"``: the existing rows of the filter's tables first, read from ``source``
     (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot`` (``snapshot_reader``,
     ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``); with a
-    ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``)."""
+    ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``).
+    The session's checkpoint file manager, where unset, becomes ``CHECKPOINT_FILE_MANAGER``'s
+    (``checkpoint_logs``)."""
     lake = Path(lake).resolve()
     reader = spark.readStream.format("canal").option("destination", destination)
     reader = reader.option("clientId", str(client_id)).option("filter", filter)
@@ -173,6 +196,7 @@ def start_pipeline(
             reader = reader.option("snapshotReader", snapshot_reader)
         if snapshot_server_ids:
             reader = reader.option("snapshotServerIds", snapshot_server_ids)
+    checkpoint_logs(spark)  # the checkpoint is under the lake: a local (or mounted) path
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,
         cache_bytes=cache_mb << 20, apply_share=apply_share, apply_on=apply_on,
