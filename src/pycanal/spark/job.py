@@ -49,7 +49,7 @@ DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
 
 # How Spark writes a query's offset and commit logs. Its default (Hadoop's FileContext API) runs a
 # `readlink` or `chmod` process for most steps of a log file on a local filesystem where Hadoop has
-# no native library (PySpark ships none): ~7 processes forked by the driver JVM a micro-batch, the
+# no native library (PySpark ships none): 7-12 processes forked by the driver JVM a micro-batch, the
 # two logs' 90 ms of a micro-batch on an idle machine (docs/benchmarks.md, stop 33). The FileSystem
 # API writes the same temporary file and renames it, with one `chmod` a file: 22 ms. On a local
 # filesystem neither API's rename is atomic (both check first that the target does not exist).
