@@ -65,8 +65,9 @@ def test_the_driver_jvm_runs_with_the_measured_flags(spark):  # noqa: F811
 
 
 def test_pipelines_write_their_logs_through_the_filesystem_api(spark, tmp_path: Path):  # noqa: F811
-    """start_pipeline's checkpoint file manager is a class of this PySpark, set where the session
-    has none (a user's stays), and a query's offset and commit logs go through it."""
+    """start_pipeline's checkpoint file manager is set where the session has none (a user's
+    stays), and it is a class of this PySpark: a query starts and commits with it (an unknown
+    class fails the query's start)."""
     key, manager = CHECKPOINT_FILE_MANAGER
     before = spark.conf.get(key, None)
     try:
@@ -90,7 +91,10 @@ def test_pipelines_write_their_logs_through_the_filesystem_api(spark, tmp_path: 
             query.stop()
         assert batches and (tmp_path / "cp" / "commits" / str(batches[-1])).is_file()
     finally:
-        spark.conf.unset(key) if before is None else spark.conf.set(key, before)
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def test_the_canal_source_imports_no_server():

@@ -32,8 +32,8 @@ from .maintenance import Maintenance
 __all__ = [
     "CHECKPOINT_FILE_MANAGER",
     "DRIVER_JAVA_OPTIONS",
-    "checkpoint_logs",
     "Pipeline",
+    "checkpoint_logs",
     "progress_line",
     "run",
     "spark_python",
