@@ -29,8 +29,10 @@ from deltalake import DeltaTable
 import workload
 from pycanal.spark.apply import ApplyError, ChangeApplier, applied_batch_ids, apply_changes
 from pycanal.spark.changelog import ChangeLog, change_log_files, read_change_log
+from pycanal.spark.cow import read_rows
 from pycanal.spark.current import APP_ID, read_current, table_path
 from pycanal.spark.rows import ChangeRow, RowPosition
+from pycanal.spark.tablestate import read_table
 from pycanal.testing import PrivateMariaDB
 from spark_fixtures import arrow_rows, capture, spark  # noqa: F401
 
@@ -48,7 +50,12 @@ def duck() -> duckdb.DuckDBPyConnection:
 
 
 def current_rows(target: Path, db: str, table: str, order: str = "id") -> tuple[list[str], list[tuple]]:
-    files = DeltaTable(str(table_path(target, db, table))).file_uris()
+    path = table_path(target, db, table)
+    files = DeltaTable(str(path)).file_uris()
+    # pycanal's reader of the last checkpoint and the entries after it reads what delta-rs reads
+    ours, theirs = read_table(path), read_rows(DeltaTable(str(path)))
+    assert ours.schema == theirs.schema
+    assert sorted(map(repr, ours.to_pylist())) == sorted(map(repr, theirs.to_pylist()))
     con = duck()
     if not files:
         return [], []

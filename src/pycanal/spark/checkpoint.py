@@ -18,7 +18,10 @@ checkpoint is the last one's rows with those entries applied (``from_log``):
 An entry with any other action (a schema or property change, ...), a multi-part or missing
 checkpoint, or a missing entry: ``from_log`` makes nothing and delta-rs makes the checkpoint. The
 file has the last checkpoint's Parquet schema (delta-rs' own), is created only if that version has
-none yet, and ``_last_checkpoint`` is replaced after it unless it already names a later one.
+none yet, and ``_last_checkpoint`` is replaced after it unless it already names a later one. Its
+tombstones are written after the other rows, in row groups of their own, so that a reader of the
+live files skips them (``checkpoint_rows``): an hour of a table written every second is 3,600 of
+them against a few live files.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-__all__ = ["from_log", "live_adds", "next_checkpoint", "retention_ms"]
+__all__ = ["checkpoint_parts", "checkpoint_rows", "from_log", "live_adds", "next_checkpoint", "retention_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,32 @@ def checkpoint_path(log_dir: Path, version: int) -> Path:
     return log_dir / f"{version:020d}.checkpoint.parquet"
 
 
+def checkpoint_parts(log_dir: Path, version: int, parts: int | None) -> list[Path]:
+    """The files of the checkpoint of ``version`` in ``parts`` parts (None: one file)."""
+    if not parts:
+        return [checkpoint_path(log_dir, version)]
+    return [log_dir / f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
+
+
+def checkpoint_rows(part: Path, columns: list[str]) -> pa.Table:
+    """``columns`` of a checkpoint file's rows but those in row groups of tombstones alone (where
+    every row has a ``remove``: this module writes them so; other writers' row groups are read)."""
+    data = pq.ParquetFile(part)
+    meta = data.metadata
+    keep = []
+    for i in range(meta.num_row_groups):
+        group = meta.row_group(i)
+        paths = [
+            group.column(j)
+            for j in range(group.num_columns)
+            if group.column(j).path_in_schema == "remove.path"
+        ]
+        stats = paths[0].statistics if paths else None
+        if not (group.num_rows and stats is not None and stats.has_null_count and stats.null_count == 0):
+            keep.append(i)
+    return data.read_row_groups(keep, columns=columns)
+
+
 def live_adds(log_dir: Path, version: int) -> dict[str, dict[str, Any]]:
     """The ``add`` actions of the files live at ``version`` (path, size, stats, deletionVector),
     replayed from the last checkpoint at or before it (single- or multi-part) and the entries
@@ -71,15 +100,12 @@ def live_adds(log_dir: Path, version: int) -> dict[str, dict[str, Any]]:
         last = json.loads((log_dir / "_last_checkpoint").read_text())
         if int(last["version"]) <= version:
             base = int(last["version"])
-            n = last.get("parts")
-            parts = [checkpoint_path(log_dir, base)] if not n else [
-                log_dir / f"{base:020d}.checkpoint.{i:010d}.{n:010d}.parquet" for i in range(1, n + 1)
-            ]  # fmt: skip
+            parts = checkpoint_parts(log_dir, base, last.get("parts"))
     except FileNotFoundError:
         pass
     live: dict[str, dict[str, Any]] = {}
     for part in parts:
-        column = pq.read_table(part, columns=["add"]).column("add").drop_null()
+        column = checkpoint_rows(part, ["add"]).column("add").drop_null()
         for add in column.to_pylist():
             live[add["path"]] = add
     for kind, action in _actions(log_dir, base + 1, version):
@@ -181,8 +207,12 @@ def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> None:
     ``_last_checkpoint`` at it unless it points at a later one."""
     target = checkpoint_path(log_dir, version)
     tmp = log_dir / f"_checkpoint_{uuid.uuid4()}.parquet.tmp"
+    removes = pc.is_valid(rows.column("remove"))
     try:
-        pq.write_table(rows, tmp, compression="snappy")
+        with pq.ParquetWriter(tmp, rows.schema, compression="snappy") as out:
+            for part in (rows.filter(pc.invert(removes)), rows.filter(removes)):  # tombstones apart
+                if part.num_rows:
+                    out.write_table(part)
         size = os.path.getsize(tmp)
         try:
             os.link(tmp, target)

@@ -57,6 +57,7 @@ from .cow import CONTENTS, WRITER_PROPERTIES, Contents, KeyedTable, read_rows
 from .executors import Failure, MergeContext, MergeWork
 from .maintenance import Maintenance
 from .rows import CHUNK, SNAPSHOT_DDL
+from .tablestate import table_state
 from .types import (
     ArrowValues,
     ColumnTypeError,
@@ -191,14 +192,23 @@ def table_path(target_dir: str | Path, database: str, table: str) -> Path:
 
 
 def read_current(spark: Any, target_dir: str | Path, database: str, table: str) -> Any:
-    """The current-state table of ``database.table`` as a Spark DataFrame, read from the live
-    file list delta-rs reports (Spark's own Delta connector is not needed); rows that deletion
-    vectors hide are left out by their files' row index (Spark's ``_metadata.row_index``)."""
+    """The current-state table of ``database.table`` as a Spark DataFrame, read from its live file
+    list (Spark's own Delta connector is not needed): the one ``tablestate`` reads from the last
+    checkpoint and the entries after it, or delta-rs' where that does not read the table; rows
+    that deletion vectors hide are left out by their files' row index (Spark's
+    ``_metadata.row_index``)."""
     import numpy as np
     import pandas as pd
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    dt = DeltaTable(str(table_path(target_dir, database, table)))
+    path = table_path(target_dir, database, table)
+    state = table_state(path)
+    if state is not None:
+        schema = from_arrow_schema(state.schema, prefer_timestamp_ntz=True)
+        if not state.files:
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).parquet(*(str(f) for f in state.files))
+    dt = DeltaTable(str(path))
     schema = from_arrow_schema(pa.schema(dt.schema().to_arrow()), prefer_timestamp_ntz=True)
     files = dt.file_uris()
     if not files:
