@@ -23,6 +23,7 @@ a newer checkpoint) makes it read the state again.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,8 +97,9 @@ def table_state(path: str | Path) -> TableState | None:
         return table_state(path)  # entries cleaned up after a newer checkpoint: start from it
     if version < 0 or metadata is None or protocol is None or not _plain(metadata, protocol, live):
         return None
-    schema = pa.schema(Schema.from_json(metadata["schemaString"]).to_arrow())
-    return TableState(version, schema, [Path(path) / unquote(p) for p in live])
+    return TableState(
+        version, _arrow_schema(metadata["schemaString"]), [Path(path) / unquote(p) for p in live]
+    )
 
 
 def read_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
@@ -116,6 +118,12 @@ def read_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
             continue  # vacuumed since the state was read: a newer version replaced it
         return pa.concat_tables(parts) if parts else schema.empty_table()
     return read_rows(DeltaTable(str(path)), columns)
+
+
+@functools.lru_cache(maxsize=1024)
+def _arrow_schema(schema_string: str) -> pa.Schema:
+    """A Delta schema's Arrow schema (delta-rs' conversion; cached, as tables rarely change theirs)."""
+    return pa.schema(Schema.from_json(schema_string).to_arrow())
 
 
 def _last_version(log_dir: Path) -> int:
