@@ -9,10 +9,10 @@ pipeline first (checked: every table equals its source). Then:
 1. rates: sysbench (``bench/lake.lua``: autocommit 1-row transactions, 60% INSERT, 30% UPDATE,
    10% DELETE, spread at random over the tables; ``--rate`` paces it) writes at each of
    ``--rates`` for ``--seconds``. Meanwhile a marker row is updated every 100 ms with its commit
-   time and the marker's current-state table is polled every 50 ms: the lag of a marker is the
-   time from its commit to the first poll that sees it (p50/p99/max, the p99 of each 10 s and
-   after the first 20 s: on this machine's disk the first thousands of file creations after a
-   quiet spell cost up to 40x the later ones, docs/benchmarks.md, stop 32).
+   time and the marker's current-state table is polled every 50 ms (``tablestate.read_table``,
+   whose cost does not grow with the table's log as delta-rs' refresh does): the lag of a marker
+   is the time from its commit to the first poll that sees it (p50/p99/max, the p99 of each 10 s
+   and after the first 20 s).
    A rate is sustained when the writer reached it and the lag p99 is under 5 s. After each rate
    the lake is compared with the source (row count and sum of ``v`` of every table).
 2. backlog: the source's runner process is paused (SIGSTOP) while sysbench writes at
@@ -25,9 +25,11 @@ DELETE, 60,30,10; 0,100,0 keeps the tables' sizes) for M minutes on the first ta
 prints per minute: Spark's addBatch (median/max), the background apply's rounds (median
 seconds, micro-batches per round), the lag p99, the Parquet files under current/ and
 changelog/ (on disk) and the change log's live files (what a reader lists), ``lake1``'s log
-entries, and a full-table query of ``lake1`` (median of 5) next to the same query on its rows
-written as a new one-commit table (``fresh_table_query_s``: the table's size without its minutes
-of streaming).
+entries, and a full-table query of ``lake1`` (median of 5, once the lake has caught up) through
+delta-rs (``full_table_query_s``) and through ``pycanal.spark.tablestate.read_table``
+(``read_table_s``: the last checkpoint and the entries after it), next to the delta-rs query on its
+rows written as a new one-commit table (``fresh_table_query_s``: the table's size without its
+minutes of streaming).
 
 ``--deletion-vectors`` runs the job with it (changes to table files of 10,000 rows and more as
 Delta deletion vectors); with ``--rows`` in the 100,000s it is what keeps the apply's cost to
@@ -37,11 +39,18 @@ One JSON object goes to stdout, progress to stderr.
 
     .venv/bin/python bench/lake.py [--tables 200,20,2] [--rates 500,1000,2000,5000] [--seconds 20]
         [--backlog-rate 1500] [--backlog-seconds 30] [--rows 1000] [--minutes 0] [--skip-pmr]
-        [--apply-share 1.0] [--deletion-vectors] [--dir DIR]
+        [--apply-share 1.0] [--deletion-vectors] [--dir DIR] [--settle-s 360] [--keep]
 
 The JSON's ``machine.file_create_us`` is the CPU a file creation takes in ``--dir``: each write
-of a current-state table creates two files, so it weighs on the apply (13 to 884 us in different
-directories of this machine's one disk: docs/benchmarks.md).
+of a current-state table creates two files, so it weighs on the apply; each rate's result has the
+cost at its start (``file_create_us``). On ext4 without a journal (this machine's disk) the kernel,
+allocating an inode, checks one by one and passes over those freed in the last minute, or six
+while their inode table block is dirty -- as new files near them keep it: after a run deleted its
+lake (tens of thousands of files), the next run's files cost up to ~0.9 ms of CPU each instead of
+20-40 us, and its lag measures that deletion (docs/benchmarks.md, stop 34). So a run notes when
+it deleted its directory (``.pycanal-lake-bench.deleted`` in ``--dir``) and the next one first
+waits until ``--settle-s`` have passed since (``machine.settle_wait_s``); ``--keep`` leaves the
+directory (for a series of runs, deleted together afterwards).
 """
 
 from __future__ import annotations
@@ -74,11 +83,15 @@ from pycanal.spark.cow import read_rows  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
 from pycanal.spark.maintenance import Maintenance  # noqa: E402
+from pycanal.spark.tablestate import read_table  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
 
 _T0 = time.monotonic()
 LUA = Path(__file__).resolve().parent / "lake.lua"
+
+
+DELETED = ".pycanal-lake-bench.deleted"  # when the last run deleted its directory (the module notes)
 
 
 def log(msg: str) -> None:
@@ -119,22 +132,17 @@ class Marker:
                 time.sleep(self.period)
 
     def _poll(self) -> None:
-        from deltalake import DeltaTable
-
-        dt = None
+        # pycanal's reader: its cost does not grow with the marker table's history, which
+        # delta-rs lists at every refresh (the marker is committed to every round)
         while not self.stop.is_set():
             try:
-                if dt is None:
-                    dt = DeltaTable(self.path)
-                else:
-                    dt.update_incremental()
-                value = read_rows(dt, ["ts"]).column("ts").to_pylist()
+                value = read_table(self.path, ["ts"]).column("ts").to_pylist()
                 now = time.time()
                 for v in value:
                     if v is not None and v not in self.seen:
                         self.seen[v] = now
-            except Exception:  # noqa: BLE001 - not created yet, or a commit in progress
-                dt = None
+            except Exception:  # noqa: BLE001 - not created yet
+                pass
             time.sleep(0.05)
 
     def last_visible(self, timeout: float) -> float:
@@ -312,6 +320,7 @@ def run_tables(
         rates = []
         for rate in [] if soak else args.rates:
             base += 100_000_000
+            create_us = round(file_create_us(lake.parent))
             marker.writing.set()
             since = int(time.time() * 1000)
             res = lua(db, schema, tables, args.rows, rate, args.seconds, base)
@@ -325,7 +334,7 @@ def run_tables(
                 drained = str(exc)
             lags = marker.lags(since, until)
             windows = [marker.lags(t, min(t + 10_000, until)) for t in range(since, until, 10_000)]
-            res.update(rate=rate, lag_p50_s=pct(lags, 0.5), lag_p99_s=pct(lags, 0.99), lag_max_s=pct(lags, 1.0),
+            res.update(rate=rate, file_create_us=create_us, lag_p50_s=pct(lags, 0.5), lag_p99_s=pct(lags, 0.99), lag_max_s=pct(lags, 1.0),
                        lag_p99_by_10s_s=[pct(w, 0.99) for w in windows if w],
                        lag_p99_after_20s_s=pct(marker.lags(since + 20_000, until), 0.99),
                        after_writer_s=drained if isinstance(drained, str) else round(drained, 2),
@@ -389,11 +398,18 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
         res = lua(db, schema, tables, args.rows, args.soak_rate, 60, 400_000_000 + minute * 40_000_000,
                   args.soak_mix)  # fmt: skip
         lags = marker.lags(since, int(time.time() * 1000))
-        queries = []
+        marker.writing.clear()
+        # The query runs once the lake has caught up, not beside the apply's last rounds in this
+        # process: what it measures is the table, not the contention.
+        marker.last_visible(300)
+        queries, ours = [], []
         for _ in range(5):  # a query right after a checkpoint or before one differs: the median of 5
             t0 = time.perf_counter()
             data = read_rows(DeltaTable(str(table_path(lake, schema, "lake1"))))
-            queries.append(time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            read_table(table_path(lake, schema, "lake1"))
+            queries.append(t1 - t0)
+            ours.append(time.perf_counter() - t1)
         rows = data.num_rows
         fresh = fresh_query_s(data, lake.parent)
         rounds = [r for r in pipeline.applier.rounds if r[0] >= since / 1000]
@@ -403,7 +419,8 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
                "current_files": files_in(lake / "current"), "changelog_files": files_in(lake / "changelog"),
                "changelog_live_files": len(change_log_files(lake)),
                "lake1_log_entries": len(os.listdir(table_path(lake, schema, "lake1") / "_delta_log")),
-               "full_table_query_s": round(statistics.median(queries), 3), "fresh_table_query_s": fresh,
+               "full_table_query_s": round(statistics.median(queries), 3),
+               "read_table_s": round(statistics.median(ours), 4), "fresh_table_query_s": fresh,
                "lake1_rows": rows}  # fmt: skip
         log(f"soak minute {minute}: {row}")
         minutes.append(row)
@@ -433,14 +450,26 @@ def fresh_query_s(data: Any, where: Path) -> float:
 def file_create_us(where: Path, n: int = 200) -> float:
     """CPU microseconds to create a file in a new directory under ``where``: a current-state
     table's write creates two (its data file and the log entry's temporary file), and the cost
-    differs by machine and directory (docs/benchmarks.md, stop 23)."""
+    differs by machine and directory (docs/benchmarks.md, stop 23). The files stay (``where`` is
+    the run's directory): deleting them would make the next creations dearer (the module notes)."""
     d = Path(tempfile.mkdtemp(dir=where))
     started = time.process_time()
     for i in range(n):
         (d / f"f{i}").touch()
-    took = time.process_time() - started
-    shutil.rmtree(d)
-    return took / n * 1e6
+    return (time.process_time() - started) / n * 1e6
+
+
+def settle(where: Path, seconds: float) -> float:
+    """Wait until ``seconds`` have passed since the last run deleted its directory under ``where``
+    (the module notes); the seconds waited."""
+    try:
+        left = float((where / DELETED).read_text()) + seconds - time.time()
+    except (OSError, ValueError):
+        return 0.0
+    if left > 0:
+        log(f"waiting {left:.0f} s: the last run deleted its files in {where} less than {seconds:.0f} s ago")
+        time.sleep(left)
+    return max(left, 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -470,6 +499,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-pmr", action="store_true")
     ap.add_argument("--deletion-vectors", action="store_true", help="the job's --deletion-vectors")
     ap.add_argument("--dir", help="where the lake, Spark's files and MariaDB go (default: the temp dir)")
+    ap.add_argument("--settle-s", type=float, default=360.0,
+                    help="wait first until this long after the last run deleted its files here")  # fmt: skip
+    ap.add_argument("--keep", action="store_true", help="leave the run's directory (its path goes to stderr)")
     args = ap.parse_args(argv)
     args.rates = [int(x) for x in args.rates.split(",") if x]
     counts = [int(x) for x in args.tables.split(",") if x]
@@ -481,26 +513,35 @@ def main(argv: list[str] | None = None) -> int:
         "rows_per_table": args.rows,
         "runs": [],
     }
-    with (
-        contextlib.redirect_stdout(sys.stderr),
-        tempfile.TemporaryDirectory("", "pycanal-lake-", args.dir) as tmp,
-    ):
-        create_us = file_create_us(Path(tmp))
-        log(f"creating a file in {tmp}: {create_us:.0f} us of CPU")
-        db = PrivateMariaDB(
-            extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M"], base_dir=tmp
-        )
-        with db:
-            log(f"MariaDB {db.version} on port {db.port}")
-            spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-lake-bench")
-            try:
-                for n in counts:
-                    result["runs"].append(run_tables(args, db, spark, Path(tmp), n, bool(args.minutes)))
-            finally:
-                spark.stop()
+    where = Path(args.dir or tempfile.gettempdir())
+    waited = settle(where, args.settle_s)
+    tmp = tempfile.mkdtemp("", "pycanal-lake-", where)
+    failed = True
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            create_us = file_create_us(Path(tmp))
+            log(f"creating a file in {tmp}: {create_us:.0f} us of CPU")
+            db = PrivateMariaDB(
+                extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M"], base_dir=tmp
+            )
+            with db:
+                log(f"MariaDB {db.version} on port {db.port}")
+                spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-lake-bench")
+                try:
+                    for n in counts:
+                        result["runs"].append(run_tables(args, db, spark, Path(tmp), n, bool(args.minutes)))
+                finally:
+                    spark.stop()
+        failed = False
+    finally:
+        if args.keep or failed:
+            log(f"kept {tmp}")  # a failed run's lake and logs, to look into
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+            (where / DELETED).write_text(str(time.time()))
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
                          "load_avg_at_start": [round(x, 2) for x in load_start],
-                         "file_create_us": round(create_us)}  # fmt: skip
+                         "file_create_us": round(create_us), "settle_wait_s": round(waited)}  # fmt: skip
     print(json.dumps(result, indent=2))
     return 0
 
