@@ -3,8 +3,8 @@
 delta-rs opens a table by listing its whole ``_delta_log`` directory and replaying its last
 checkpoint, every tombstone in it included. A current-state table committed to every second
 keeps an hour of both (``Maintenance``'s retentions), so opening it costs more the longer it has
-been streamed into: after 1,800 writes, delta-rs took ~24 ms of CPU to open and read a 1,000-row
-table that this module reads in ~6 ms (docs/benchmarks.md, stop 34). Here:
+been streamed into: around write 100 / 3,600 of a 1,000-row table, delta-rs took 15.8 / 18.9 ms
+of CPU to open and read it, this module 3.4 / 3.2 ms (docs/benchmarks.md, stop 34). Here:
 
 * the version comes from ``_last_checkpoint`` and the entries after it, read in order until one
   is missing (an entry is created whole, by a hard link, and versions have no gaps), so nothing
