@@ -40,7 +40,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-__all__ = ["checkpoint_parts", "checkpoint_rows", "from_log", "live_adds", "next_checkpoint", "retention_ms"]
+__all__ = [
+    "checkpoint_parts",
+    "checkpoint_rows",
+    "entry_actions",
+    "from_log",
+    "live_adds",
+    "next_checkpoint",
+    "retention_ms",
+]
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +124,21 @@ def live_adds(log_dir: Path, version: int) -> dict[str, dict[str, Any]]:
     return live
 
 
+def entry_actions(log_dir: Path, version: int) -> list[tuple[str, dict[str, Any]]]:
+    """The actions of the log entry of ``version``, in order, as (kind, action);
+    FileNotFoundError where there is none."""
+    actions = []
+    for line in (log_dir / f"{version:020d}.json").read_text().splitlines():
+        if line.strip():
+            ((kind, action),) = json.loads(line).items()
+            actions.append((kind, action))
+    return actions
+
+
 def _actions(log_dir: Path, first: int, last: int) -> Iterator[tuple[str, dict[str, Any]]]:
     """The actions of the log entries ``first`` to ``last``, in order, as (kind, action)."""
     for v in range(first, last + 1):
-        for line in (log_dir / f"{v:020d}.json").read_text().splitlines():
-            if line.strip():
-                ((kind, action),) = json.loads(line).items()
-                yield kind, action
+        yield from entry_actions(log_dir, v)
 
 
 def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 
-from .checkpoint import checkpoint_parts, checkpoint_rows
+from .checkpoint import checkpoint_parts, checkpoint_rows, entry_actions
 from .cow import read_rows
 
 __all__ = ["TableState", "read_table", "table_state"]
@@ -77,14 +77,11 @@ def table_state(path: str | Path) -> TableState | None:
     version = base
     while True:
         try:
-            text = (log_dir / f"{version + 1:020d}.json").read_text()
+            actions = entry_actions(log_dir, version + 1)
         except FileNotFoundError:
             break
         version += 1
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            ((kind, action),) = json.loads(line).items()
+        for kind, action in actions:
             if kind == "add":
                 live[action["path"]] = action
             elif kind == "remove":
