@@ -9,8 +9,9 @@ pipeline first (checked: every table equals its source). Then:
 1. rates: sysbench (``bench/lake.lua``: autocommit 1-row transactions, 60% INSERT, 30% UPDATE,
    10% DELETE, spread at random over the tables; ``--rate`` paces it) writes at each of
    ``--rates`` for ``--seconds``. Meanwhile a marker row is updated every 100 ms with its commit
-   time and the marker's current-state table is polled every 50 ms (``tablestate.read_table``,
-   whose cost does not grow with the table's log as delta-rs' refresh does): the lag of a marker
+   time and the marker's current-state table is polled every 50 ms (``tablestate.TableReader``:
+   the log entries committed since the last poll, where delta-rs' refresh lists the table's
+   log, in the driver's process beside the apply it measures): the lag of a marker
    is the time from its commit to the first poll that sees it (p50/p99/max, the p99 of each 10 s
    and after the first 20 s).
    A rate is sustained when the writer reached it and the lag p99 is under 5 s. After each rate
@@ -29,7 +30,12 @@ entries, and a full-table query of ``lake1`` (median of 5, once the lake has cau
 delta-rs (``full_table_query_s``) and through ``pycanal.spark.tablestate.read_table``
 (``read_table_s``: the last checkpoint and the entries after it), next to the delta-rs query on its
 rows written as a new one-commit table (``fresh_table_query_s``: the table's size without its
-minutes of streaming).
+minutes of streaming); and where the minute's CPU went (``cpu_s``: the driver, the JVM, the server,
+Spark's workers and the source's runner, MariaDB and sysbench as ``other``, and the machine's
+user, system, iowait and steal time), the file-creation cost at its start (``file_create_us``),
+and the machine's speed (``cpu_probe_ms``: the CPU a fixed loop takes, every 5 s, median; it
+moves with the CPU that the processes doing constant work use, the control for the apply's
+time, which moves with both).
 
 ``--deletion-vectors`` runs the job with it (changes to table files of 10,000 rows and more as
 Delta deletion vectors); with ``--rows`` in the 100,000s it is what keeps the apply's cost to
@@ -83,7 +89,7 @@ from pycanal.spark.cow import read_rows  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
 from pycanal.spark.maintenance import Maintenance  # noqa: E402
-from pycanal.spark.tablestate import read_table  # noqa: E402
+from pycanal.spark.tablestate import TableReader, read_table  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
 
@@ -112,6 +118,7 @@ class Marker:
         self.path = str(table_path(lake, schema, "marker"))
         self.committed: list[int] = []  # commit times, ms
         self.seen: dict[int, float] = {}  # value -> first seen, epoch s
+        self.error = ""  # the poller's last error
         self.writing = threading.Event()
         self.stop = threading.Event()
         self.threads = [
@@ -132,17 +139,19 @@ class Marker:
                 time.sleep(self.period)
 
     def _poll(self) -> None:
-        # pycanal's reader: its cost does not grow with the marker table's history, which
-        # delta-rs lists at every refresh (the marker is committed to every round)
+        # pycanal's poller: it reads the entries committed since its last read (delta-rs lists the
+        # table's log at every refresh; the marker is committed to every round), as this thread
+        # shares the driver's process and its GIL with the apply it measures
+        reader = TableReader(self.path)
         while not self.stop.is_set():
             try:
-                value = read_table(self.path, ["ts"]).column("ts").to_pylist()
+                value = reader.read(["ts"]).column("ts").to_pylist()
                 now = time.time()
                 for v in value:
                     if v is not None and v not in self.seen:
                         self.seen[v] = now
-            except Exception:  # noqa: BLE001 - not created yet
-                pass
+            except Exception as exc:  # noqa: BLE001 - not created yet, or what a stall reports
+                self.error = f"{type(exc).__name__}: {exc}"[:500]
             time.sleep(0.05)
 
     def last_visible(self, timeout: float) -> float:
@@ -151,7 +160,11 @@ class Marker:
         last = self.committed[-1]
         while last not in self.seen:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"marker {last} not visible after {timeout} s")
+                seen = max(self.seen, default=None)
+                raise RuntimeError(
+                    f"marker {last} not visible after {timeout} s (the last seen: {seen}; "
+                    f"the poller's last error: {self.error or 'none'})"
+                )
             time.sleep(0.02)
         return self.seen[last]
 
@@ -350,12 +363,30 @@ def run_tables(
             out["soak"] = soak_run(args, db, schema, tables, lake, pipeline, marker)
         elif args.backlog_seconds > 0:
             out["backlog"] = backlog(args, db, schema, tables, lake, marker, base + 100_000_000)
+    except Exception:
+        log(f"failed; the pipeline then: {pipeline_state(pipeline, server)}")
+        raise
     finally:
         marker.close()
         pipeline.stop()
         server.terminate()
         server.wait(timeout=30)
     return out
+
+
+def pipeline_state(pipeline: Pipeline, server: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """What a stalled run's pipeline was doing: the query's state and error, its last
+    micro-batch, the apply's last round, whether the server runs."""
+    query = pipeline.query
+    last = query.lastProgress or {}
+    return {
+        "query_active": query.isActive,
+        "query_error": str(query.exception() or "")[:2000],
+        "query_status": query.status,
+        "last_batch": {k: last.get(k) for k in ("batchId", "timestamp", "numInputRows")},
+        "last_apply_round": pipeline.applier.rounds[-1] if pipeline.applier.rounds else None,
+        "server_exit": server.poll(),
+    }
 
 
 def backlog(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: int, lake: Path,
@@ -391,7 +422,10 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
     from deltalake import DeltaTable
 
     minutes = []
+    probe = SpeedProbe()
     for minute in range(1, args.minutes + 1):
+        cpu0 = cpu_by_kind()
+        create_us = round(file_create_us(lake.parent))
         marker.writing.set()
         since = int(time.time() * 1000)
         # ids of a minute: 400M + 40M per minute + 10M per writer thread (INT holds 45 minutes)
@@ -399,6 +433,8 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
                   args.soak_mix)  # fmt: skip
         lags = marker.lags(since, int(time.time() * 1000))
         marker.writing.clear()
+        cpu1 = cpu_by_kind()
+        speed = probe.median_ms(since / 1000, time.time())
         # The query runs once the lake has caught up, not beside the apply's last rounds in this
         # process: what it measures is the table, not the contention.
         marker.last_visible(300)
@@ -421,11 +457,56 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
                "lake1_log_entries": len(os.listdir(table_path(lake, schema, "lake1") / "_delta_log")),
                "full_table_query_s": round(statistics.median(queries), 3),
                "read_table_s": round(statistics.median(ours), 4), "fresh_table_query_s": fresh,
-               "lake1_rows": rows}  # fmt: skip
+               "lake1_rows": rows, "file_create_us": create_us, "cpu_probe_ms": speed,
+               "cpu_s": {k: round(v - cpu0.get(k, 0), 1) for k, v in cpu1.items()}}  # fmt: skip
         log(f"soak minute {minute}: {row}")
         minutes.append(row)
     marker.writing.clear()
+    probe.close()
     return minutes
+
+
+class SpeedProbe:
+    """The machine's speed while the run loads it: every ``period`` s, the CPU time (this thread's:
+    neither the GIL's waits nor a wait for a core count) of a fixed pure-Python loop, in ms. A
+    process doing constant work (the server, MariaDB) uses more CPU a minute when this rises:
+    the VM's cores slowed (a neighbour on their other hyperthreads, the host's clock), which
+    steal time does not show."""
+
+    def __init__(self, period: float = 5.0) -> None:
+        self.samples: list[tuple[float, float]] = []  # (epoch s, ms)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(period,), daemon=True)
+        self.thread.start()
+
+    def _run(self, period: float) -> None:
+        while not self.stop.wait(period):
+            started, x = time.thread_time(), 0
+            for i in range(200_000):
+                x += i * i % 7
+            self.samples.append((time.time(), (time.thread_time() - started) * 1000))
+
+    def median_ms(self, since: float, until: float) -> float | None:
+        got = [ms for at, ms in self.samples if since <= at <= until]
+        return round(statistics.median(got), 1) if got else None
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds used so far: by this run's processes of each kind (``pipeline.processes``), and
+    by the whole machine in each of user, system, iowait and steal (a VM's neighbours: time the
+    hypervisor gave to others, which slows every process here at once)."""
+    out: dict[str, float] = {}
+    for kind, secs in pipeline_bench.processes().values():
+        out[kind] = out.get(kind, 0.0) + secs
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    tick = os.sysconf("SC_CLK_TCK")
+    for name, i in (("machine_user", 0), ("machine_system", 2), ("machine_iowait", 4), ("machine_steal", 7)):
+        out[name] = int(fields[i]) / tick
+    return out
 
 
 def fresh_query_s(data: Any, where: Path) -> float:

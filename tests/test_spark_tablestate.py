@@ -1,7 +1,9 @@
 """A Delta table read from its last checkpoint and the entries after it (``pycanal.spark.tablestate``):
 the version and rows delta-rs reads, at every point of a checkpoint's cycle and across a schema
 change; the checkpoint's tombstones in row groups of their own, not read; delta-rs reads what the
-module cannot (partitions, deletion vectors)."""
+module cannot (partitions, deletion vectors); a poller reads the entries committed since its last
+read, and starts again from a newer checkpoint when they are gone; a file vacuumed between the
+state and its read makes the reader read the state again."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
+from pycanal.spark import tablestate
 from pycanal.spark.checkpoint import checkpoint_rows
 from pycanal.spark.cow import Contents, KeyedTable
-from pycanal.spark.tablestate import read_table, table_state
+from pycanal.spark.tablestate import TableReader, read_table, table_state
 
 SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.int64()), ("s", pa.string())])
 NO_DELETES = pa.table({"id": pa.array([], pa.int32())})
@@ -88,3 +91,67 @@ def test_what_the_module_does_not_read_goes_through_delta_rs(tmp_path: Path) -> 
     assert table_state(vectors) is None
     got = {r["id"]: r["v"] for r in read_table(vectors).to_pylist()}
     assert len(got) == 11_999 and got[5] == -5 and 7 not in got
+
+
+def test_a_poller_reads_the_entries_committed_since_its_last_read(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "t"
+    write_deltalake(str(path), SCHEMA.empty_table(), mode="error")
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents())
+    t.write(upserts({k: k for k in range(100)}), NO_DELETES, 1, {})
+    reader = TableReader(path)
+    read = []
+    real = tablestate.entry_actions
+    monkeypatch.setattr(tablestate, "entry_actions", lambda log, v: (read.append(v), real(log, v))[1])
+    rnd = random.Random(5)
+    for txn in range(2, 30):
+        deletes = pa.table({"id": pa.array([rnd.randrange(100)], pa.int32())})
+        t.write(upserts({rnd.randrange(120): txn}), deletes, txn, {})
+        if txn % 7 == 0:
+            t.checkpoint()
+        read.clear()
+        ours = reader.read()
+        assert reader.state is not None and reader.state.version == DeltaTable(str(path)).version()
+        assert ours.sort_by("id").equals(DeltaTable(str(path)).to_pyarrow_table().sort_by("id"))
+        if txn > 2:
+            assert read == [reader.state.version, reader.state.version + 1]  # the new one, then none
+    assert table_state(path, reader.state) is reader.state  # nothing committed since
+    assert reader.read() is reader.read() and reader.read(["v"]).column_names == ["v"]
+
+    # the entries after its state cleaned up behind a newer checkpoint (log retention): it starts
+    # from that checkpoint
+    behind = reader.state
+    for txn in range(30, 35):
+        t.write(upserts({txn: txn}), NO_DELETES, txn, {})
+    t.checkpoint()
+    t.write(upserts({35: 35}), NO_DELETES, 35, {})
+    log = path / "_delta_log"
+    for v in range(behind.version + 1, t.version - 1):
+        (log / f"{v:020d}.json").unlink()
+    state = table_state(path, behind)
+    assert state is not None and state.version == t.version
+    assert read_table(path).sort_by("id").equals(DeltaTable(str(path)).to_pyarrow_table().sort_by("id"))
+    assert reader.read().sort_by("id").equals(read_table(path).sort_by("id"))
+
+
+def test_a_file_vacuumed_between_the_state_and_its_read_makes_it_read_the_state_again(
+    tmp_path: Path, monkeypatch
+) -> None:
+    path = tmp_path / "t"
+    write_deltalake(str(path), SCHEMA.empty_table(), mode="error")
+    t = KeyedTable(path, SCHEMA, ["id"], "app", Contents())
+    t.write(upserts({1: 1, 2: 2}), NO_DELETES, 1, {})
+    stale = table_state(path)
+    t.write(upserts({1: 10}), NO_DELETES, 2, {})  # rewrites the one file
+    fresh = table_state(path)
+    assert stale is not None and fresh is not None
+    for f in set(stale.files) - set(fresh.files):
+        f.unlink()  # as a vacuum after the read of the state would
+    states = iter([stale])
+    real = tablestate.table_state
+    monkeypatch.setattr(tablestate, "table_state", lambda p, since=None: next(states, None) or real(p, since))
+    reader = TableReader(path)
+    assert reader.read().sort_by("id").to_pylist() == [
+        {"id": 1, "v": 10, "s": "s10"},
+        {"id": 2, "v": 2, "s": "s2"},
+    ]
+    assert reader.state is not None and reader.state.version == fresh.version

@@ -69,6 +69,11 @@ def retention_ms(configuration: dict[str, str]) -> int | None:
     return int(m.group(1)) * _UNITS_MS[m.group(2)]
 
 
+def entry_path(log_dir: Path, version: int) -> Path:
+    """The log entry (commit) of ``version``."""
+    return log_dir / f"{version:020d}.json"
+
+
 def checkpoint_path(log_dir: Path, version: int) -> Path:
     return log_dir / f"{version:020d}.checkpoint.parquet"
 
@@ -128,7 +133,7 @@ def entry_actions(log_dir: Path, version: int) -> list[tuple[str, dict[str, Any]
     """The actions of the log entry of ``version``, in order, as (kind, action);
     FileNotFoundError where there is none."""
     actions = []
-    for line in (log_dir / f"{version:020d}.json").read_text().splitlines():
+    for line in entry_path(log_dir, version).read_text().splitlines():
         if line.strip():
             ((kind, action),) = json.loads(line).items()
             actions.append((kind, action))

@@ -50,7 +50,7 @@ from deltalake import DeltaTable, WriterProperties
 from pycanal import __version__
 
 from . import dv
-from .checkpoint import from_log, live_adds
+from .checkpoint import entry_path, from_log, live_adds
 
 __all__ = [
     "CONTENTS",
@@ -634,7 +634,7 @@ class KeyedTable:
         tmp = log_dir / f"_commit_{uuid.uuid4()}.json.tmp"
         tmp.write_text("".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions))
         try:
-            os.link(tmp, log_dir / f"{self.version + 1:020d}.json")
+            os.link(tmp, entry_path(log_dir, self.version + 1))
         except FileExistsError:
             raise _NotCommitted from None
         except OSError as exc:  # no hard links here (some network and FUSE filesystems)

@@ -19,13 +19,17 @@ column mapping, reader features beyond deletion vectors and ``timestampNtz``, a 
 deletion vector, a file outside the table's directory -- makes ``table_state`` None, and
 ``read_table`` reads through delta-rs instead. A file deleted under the reader (a vacuum after
 a newer checkpoint) makes it read the state again.
+
+A poller (``TableReader``, or ``table_state`` given the state it read last) reads only the entries
+committed since: asking a table nothing was committed to costs a ``stat`` and a read of
+``_last_checkpoint``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -34,10 +38,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 
-from .checkpoint import checkpoint_parts, checkpoint_rows, entry_actions
+from .checkpoint import checkpoint_parts, checkpoint_rows, entry_actions, entry_path
 from .cow import read_rows
 
-__all__ = ["TableState", "read_table", "table_state"]
+__all__ = ["TableReader", "TableState", "read_table", "table_state"]
 
 _READER_FEATURES = {"deletionVectors", "timestampNtz"}
 _ATTEMPTS = 3
@@ -50,71 +54,124 @@ class TableState:
     version: int
     schema: pa.Schema
     files: list[Path]
+    _log: _Log = field(repr=False, compare=False)
 
 
-def table_state(path: str | Path) -> TableState | None:
+@dataclass
+class _Log:
+    """What a table's log says up to ``version``: the live adds by path, the last metaData and
+    protocol."""
+
+    version: int = -1
+    live: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metadata: dict[str, Any] | None = None
+    protocol: dict[str, Any] | None = None
+
+    def replay(self, log_dir: Path) -> None:
+        """Apply the entries after ``version``, in order, until one is missing."""
+        while True:
+            try:
+                actions = entry_actions(log_dir, self.version + 1)
+            except FileNotFoundError:
+                return
+            self.version += 1
+            for kind, action in actions:
+                if kind == "add":
+                    self.live[action["path"]] = action
+                elif kind == "remove":
+                    self.live.pop(action["path"], None)
+                elif kind == "metaData":
+                    self.metadata = action
+                elif kind == "protocol":
+                    self.protocol = action
+
+
+def table_state(path: str | Path, since: TableState | None = None) -> TableState | None:
     """The latest version of the Delta table at ``path`` (the module notes); None where this module
-    cannot read it as delta-rs does."""
+    cannot read it as delta-rs does. ``since``, a state of the same table read before: only the
+    entries after it are read (a poller's cost, as delta-rs' ``update``), unless they have been
+    cleaned up after a newer checkpoint."""
     log_dir = Path(path) / "_delta_log"
-    try:
-        last = json.loads((log_dir / "_last_checkpoint").read_text())
-        base, parts = int(last["version"]), last.get("parts")
-    except FileNotFoundError:
-        base, parts = -1, None
-    except (ValueError, KeyError):
-        return None  # not a pointer this module reads: delta-rs reads the table
-    live: dict[str, dict[str, Any]] = {}
-    metadata = protocol = None
-    for part in checkpoint_parts(log_dir, base, parts) if base >= 0 else []:
-        try:
-            rows = checkpoint_rows(part, ["add", "metaData", "protocol"])
-        except FileNotFoundError:
-            return None  # cleaned up after a newer one, or missing: delta-rs reads the table
-        for add in rows.column("add").drop_null().to_pylist():
-            live[add["path"]] = add
-        metadata = _first(rows, "metaData") or metadata
-        protocol = _first(rows, "protocol") or protocol
-    version = base
-    while True:
-        try:
-            actions = entry_actions(log_dir, version + 1)
-        except FileNotFoundError:
-            break
-        version += 1
-        for kind, action in actions:
-            if kind == "add":
-                live[action["path"]] = action
-            elif kind == "remove":
-                live.pop(action["path"], None)
-            elif kind == "metaData":
-                metadata = action
-            elif kind == "protocol":
-                protocol = action
-    if version < _last_version(log_dir):
+    if since is not None:
+        if not entry_path(log_dir, since.version + 1).exists() and _last_version(log_dir) <= since.version:
+            return since  # nothing committed since (a poller's usual answer)
+        log = since._log
+        log = _Log(log.version, dict(log.live), log.metadata, log.protocol)
+    else:
+        log = _from_checkpoint(log_dir)
+        if log is None:
+            return None
+    log.replay(log_dir)
+    if log.version < _last_version(log_dir):
         return table_state(path)  # entries cleaned up after a newer checkpoint: start from it
-    if version < 0 or metadata is None or protocol is None or not _plain(metadata, protocol, live):
+    if log.version < 0 or log.metadata is None or log.protocol is None or not _plain(log):
         return None
-    return TableState(
-        version, _arrow_schema(metadata["schemaString"]), [Path(path) / unquote(p) for p in live]
-    )
+    files = [Path(path) / unquote(p) for p in log.live]
+    return TableState(log.version, _arrow_schema(log.metadata["schemaString"]), files, log)
+
+
+class TableReader:
+    """Reads one table again and again, each time from the entries added since the last read
+    (``table_state``'s ``since``): a poller's reader."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.state: TableState | None = None
+        self._last: tuple[TableState, list[str] | None, pa.Table] | None = None
+
+    def read(self, columns: list[str] | None = None) -> pa.Table:
+        """The table's rows (``columns`` only, if given): from its state where this module reads
+        it (the rows read last, if nothing was committed since: a table's files never change),
+        through delta-rs otherwise."""
+        for _ in range(_ATTEMPTS):
+            state = table_state(self.path, self.state)
+            if state is None:
+                break
+            if self._last is not None and self._last[0] is state and self._last[1] == columns:
+                return self._last[2]
+            schema = state.schema
+            if columns is not None:
+                schema = pa.schema([schema.field(c) for c in columns])
+            try:
+                parts = [_read_file(f, schema) for f in state.files]
+            except FileNotFoundError:
+                self.state = None  # vacuumed since the state was read: a newer version replaced it
+                continue
+            self.state = state
+            rows = pa.concat_tables(parts) if parts else schema.empty_table()
+            self._last = (state, columns, rows)
+            return rows
+        self.state = self._last = None
+        return read_rows(DeltaTable(str(self.path)), columns)
 
 
 def read_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
     """The rows of the Delta table at ``path`` (``columns`` only, if given): read from its state
     (``table_state``) where it can be, through delta-rs otherwise."""
-    for _ in range(_ATTEMPTS):
-        state = table_state(path)
-        if state is None:
-            break
-        schema = state.schema
-        if columns is not None:
-            schema = pa.schema([schema.field(c) for c in columns])
+    return TableReader(path).read(columns)
+
+
+def _from_checkpoint(log_dir: Path) -> _Log | None:
+    """The log at the last checkpoint (at version -1 without one); None where the pointer or the
+    checkpoint cannot be read."""
+    try:
+        last = json.loads((log_dir / "_last_checkpoint").read_text())
+        base, parts = int(last["version"]), last.get("parts")
+    except FileNotFoundError:
+        return _Log()
+    except (ValueError, KeyError):
+        return None  # not a pointer this module reads: delta-rs reads the table
+    log = _Log(base)
+    for part in checkpoint_parts(log_dir, base, parts):
         try:
-            parts = [_read_file(f, schema) for f in state.files]
+            rows = checkpoint_rows(part, ["add", "metaData", "protocol"])
         except FileNotFoundError:
-            continue  # vacuumed since the state was read: a newer version replaced it
-        return pa.concat_tables(parts) if parts else schema.empty_table()
-    return read_rows(DeltaTable(str(path)), columns)
+            return None  # cleaned up after a newer one, or missing: delta-rs reads the table
+        for add in rows.column("add").drop_null().to_pylist():
+            log.live[add["path"]] = add
+        log.metadata = _first(rows, "metaData") or log.metadata
+        log.protocol = _first(rows, "protocol") or log.protocol
+    return log
 
 
 @functools.lru_cache(maxsize=1024)
@@ -135,15 +192,16 @@ def _first(rows: pa.Table, column: str) -> dict[str, Any] | None:
     return values[0].as_py() if len(values) else None
 
 
-def _plain(metadata: dict[str, Any], protocol: dict[str, Any], live: dict[str, dict[str, Any]]) -> bool:
+def _plain(log: _Log) -> bool:
     """Whether the files alone, read by column name, are the table's rows."""
+    metadata, protocol = log.metadata or {}, log.protocol or {}
     configuration = dict(metadata.get("configuration") or {})
     if metadata.get("partitionColumns") or configuration.get("delta.columnMapping.mode", "none") != "none":
         return False
     readers = protocol.get("minReaderVersion", 1)
     if readers > 3 or (readers == 3 and not set(protocol.get("readerFeatures") or []) <= _READER_FEATURES):
         return False
-    return not any(a.get("deletionVector") or "://" in p or p.startswith("/") for p, a in live.items())
+    return not any(a.get("deletionVector") or "://" in p or p.startswith("/") for p, a in log.live.items())
 
 
 def _read_file(file: Path, schema: pa.Schema) -> pa.Table:
