@@ -19,6 +19,7 @@ from pycanal.spark.cow import KeyedTable
 from pycanal.spark.current import APP_ID, table_path
 from pycanal.spark.maintenance import Maintenance
 from pycanal.spark.rows import ChangeRow, RowPosition
+from pycanal.spark.tablestate import read_table
 from spark_fixtures import arrow_rows
 
 TABLES = 12
@@ -155,6 +156,45 @@ def test_a_table_made_without_the_log_retention_gets_it_at_its_checkpoint(tmp_pa
     assert config["delta.deletedFileRetentionDuration"] == "interval 6 hours"
     assert upkeep.done["checkpoint"] == 3
     assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("hours", [0, 1])
+def test_the_checkpoints_delete_the_files_and_entries_past_their_retention(
+    tmp_path: Path, hours: int
+) -> None:
+    """Without a vacuum or a listing: what the checkpoint drops (a tombstone past
+    ``retention_hours``, the entries before a checkpoint past ``log_retention_hours``) is deleted."""
+    path = tmp_path / "t"
+    schema = pa.schema([("id", pa.int32()), ("v", pa.int32())])
+    upkeep = Maintenance(
+        compact_every=0, checkpoint_every=3, vacuum_every=0, retention_hours=hours, log_retention_hours=hours
+    )
+    write_deltalake(str(path), schema.empty_table(), configuration=upkeep.table_properties())
+    table = KeyedTable(path, schema, ["id"], APP_ID)
+    upkeep.after_merge("db.t", table)  # the counter starts at a per-table offset: from here, by 3
+    none = pa.table({"id": pa.array([], pa.int32())})
+    writes = 40
+    for n in range(1, writes + 1):
+        table.write(pa.table({"id": [n % 7], "v": [n]}, schema=schema), none, n, {})  # replaces a file
+        upkeep.after_merge("db.t", table)
+    data = DeltaTable(str(path))
+    assert sorted(data.to_pyarrow_table().column("v").to_pylist()) == list(range(writes - 6, writes + 1))
+    assert read_table(path).sort_by("v").equals(data.to_pyarrow_table().sort_by("v"))
+    on_disk = [n for n in os.listdir(path) if n.endswith(".parquet")]
+    entries = sorted(n for n in os.listdir(path / "_delta_log") if n.endswith(".json"))
+    if hours:  # nothing past its retention: every entry, every file one added
+        assert len(entries) == data.version() + 1
+        added = {json.loads(line)["add"]["path"] for e in entries
+                 for line in (path / "_delta_log" / e).read_text().splitlines() if '"add"' in line}  # fmt: skip
+        assert set(on_disk) == added and len(added) > len(data.file_uris()) + writes // 2
+        return
+    # the live files, and those removed since the checkpoint before the last (up to 2 x 3 writes)
+    assert set(data.file_uris()) <= {str(path / n) for n in on_disk}
+    assert len(on_disk) <= len(data.file_uris()) + 6
+    # the entries from the checkpoint before the last on, and its checkpoint
+    assert 3 <= len(entries) <= 7 and int(entries[-1][:20]) == data.version()
+    assert len([n for n in os.listdir(path / "_delta_log") if n.endswith(".checkpoint.parquet")]) == 2
+    assert DeltaTable(str(path), version=int(entries[0][:20])).version() == int(entries[0][:20])
 
 
 def test_deletion_vectors_with_upkeep_and_ddl_give_the_same_tables(tmp_path: Path) -> None:

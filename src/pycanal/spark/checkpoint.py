@@ -22,6 +22,11 @@ none yet, and ``_last_checkpoint`` is replaced after it unless it already names 
 tombstones are written after the other rows, in row groups of their own, so that a reader of the
 live files skips them (``checkpoint_rows``): an hour of a table written every second is 3,600 of
 them against a few live files.
+
+Once written, it expires what it found past the retentions (a vacuum and a log cleanup that list
+nothing, ``maintenance``): the data files of the tombstones it dropped, unless it names them
+again, and the entries and checkpoints before the newest checkpoint older than
+``delta.logRetentionDuration`` (Delta's 30 days where unset).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,14 +61,17 @@ log = logging.getLogger(__name__)
 _UNITS_MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000,
              "week": 604_800_000}  # fmt: skip
 _WEEK_MS = _UNITS_MS["week"]
+_MONTH_MS = 30 * _UNITS_MS["day"]
 
 
-def retention_ms(configuration: dict[str, str]) -> int | None:
-    """``delta.deletedFileRetentionDuration`` in ms (a week if unset); None if it cannot be read
-    (then no tombstone is dropped)."""
-    text = configuration.get("delta.deletedFileRetentionDuration")
+def retention_ms(
+    configuration: dict[str, str], key: str = "delta.deletedFileRetentionDuration", default: int = _WEEK_MS
+) -> int | None:
+    """The retention ``key`` in ms (``default`` if unset: Delta's week for removed files, 30 days
+    for the log); None if it cannot be read (then nothing is dropped or deleted)."""
+    text = configuration.get(key)
     if text is None:
-        return _WEEK_MS
+        return default
     m = re.fullmatch(r"\s*(?:interval\s+)?(\d+)\s+([a-z]+?)s?\s*", text.lower())
     if m is None or m.group(2) not in _UNITS_MS:
         return None
@@ -173,7 +182,9 @@ def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
         if vectors and "deletionVector" not in {f.name for f in previous.schema.field("add").type}:
             return False  # the previous checkpoint's rows cannot carry them: delta-rs makes it
         metadata = next(m for m in previous.column("metaData").to_pylist() if m is not None)
-        cutoff = retention_ms(dict(metadata["configuration"] or []))
+        configuration = dict(metadata["configuration"] or [])
+        cutoff = retention_ms(configuration)
+        log_cutoff = retention_ms(configuration, "delta.logRetentionDuration", _MONTH_MS)
         now = int(time.time() * 1000)
         rows = next_checkpoint(previous, changes, txns, None if cutoff is None else now - cutoff)
     except (OSError, ValueError, KeyError, StopIteration, pa.ArrowException):
@@ -185,7 +196,71 @@ def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
                         log_dir, version, base)  # fmt: skip
             return False
     write_checkpoint(log_dir, version, rows)
+    if cutoff is not None:
+        _delete_expired(log_dir.parent, previous, rows, now - cutoff)
+    if log_cutoff is not None:
+        _expire_log(log_dir, base, now - log_cutoff)
     return True
+
+
+def _delete_expired(table: Path, previous: pa.Table, rows: pa.Table, cutoff_ms: int) -> None:
+    """Delete the data files of the tombstones ``previous`` had and ``rows`` dropped as older than
+    ``cutoff_ms`` (a vacuum's rule: no version within the retention uses them) that ``rows`` does
+    not name again, live or removed later; deletion vector files, which several data files can
+    share, are left to the vacuum."""
+    remove = previous.column("remove")
+    stamps = pc.fill_null(pc.struct_field(remove, "deletionTimestamp"), 0)
+    expired = pc.struct_field(remove.filter(pc.and_(pc.is_valid(remove), pc.less(stamps, cutoff_ms))), "path")
+    if not len(expired):
+        return
+    named = {
+        *pc.struct_field(rows.column("add"), "path").drop_null().to_pylist(),
+        *pc.struct_field(rows.column("remove"), "path").drop_null().to_pylist(),
+    }
+    for path in set(expired.to_pylist()) - named:
+        if "://" not in path and not path.startswith("/"):
+            (table / unquote(path)).unlink(missing_ok=True)
+
+
+def _expire_log(log_dir: Path, base: int, cutoff_ms: int) -> None:
+    """Delete the entries and checkpoints before the newest checkpoint older than ``cutoff_ms``
+    (Delta's metadata cleanup: a version within the retention is still read from a checkpoint
+    and the entries after it), oldest first. Found without listing the log: the entries up to
+    ``base`` are contiguous and older the lower their version, so the oldest one and the newest
+    past the cutoff are binary searches, and that one's checkpoint is at most a checkpoint's
+    interval below."""
+    first = _first_entry(log_dir, base)
+    if first >= base or not _older(log_dir, first, cutoff_ms):
+        return
+    lo, hi = first, base  # the newest entry past the cutoff is in [lo, hi]; lo is one
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if _older(log_dir, mid, cutoff_ms) else (lo, mid - 1)
+    keep = lo
+    while keep > first and not checkpoint_path(log_dir, keep).exists():
+        keep -= 1
+    for version in range(first, keep):
+        checkpoint_path(log_dir, version).unlink(missing_ok=True)
+        entry_path(log_dir, version).unlink(missing_ok=True)
+
+
+def _first_entry(log_dir: Path, last: int) -> int:
+    """The oldest log entry, given that ``last``'s is there (the entries are contiguous)."""
+    there, step = last, 1
+    while there - step >= 0 and entry_path(log_dir, there - step).exists():
+        there, step = there - step, step * 2
+    lo, hi = max(there - step + 1, 0), there  # the first is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if entry_path(log_dir, mid).exists() else (mid + 1, hi)
+    return lo
+
+
+def _older(log_dir: Path, version: int, cutoff_ms: int) -> bool:
+    try:
+        return entry_path(log_dir, version).stat().st_mtime * 1000 < cutoff_ms
+    except FileNotFoundError:
+        return True  # cleaned up already
 
 
 def next_checkpoint(

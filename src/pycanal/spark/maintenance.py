@@ -12,18 +12,22 @@ thread that just merged into a table and counted in that table's MERGEs:
   every ``checkpoint_every``: made from the previous checkpoint and the entries since
   (``pycanal.spark.checkpoint``, ~10 ms of CPU for a 1,000-row table), by delta-rs (~50 ms: it
   replays the log) where that cannot be;
-* vacuum, every ``vacuum_every``: the log entries before the last checkpoint that are older
-  than ``log_retention_hours`` are deleted (the table's ``delta.logRetentionDuration``, 1 hour:
-  Delta's default of 30 days is 2.6M entries a table at a commit a second, and opening a table,
-  a checkpoint and this cleanup all list them -- at 10,000 entries delta-rs takes 9 ms to
-  refresh a table and 66 ms to clean up; a time-travel query older than that fails); then the
-  data files no version younger than ``retention_hours`` (1, as the log: an older version cannot
-  be loaded anyway) uses are deleted, found by listing the table's directory (a reader holding an
-  older file list can fail). A table written every second leaves 3,600 replaced files an hour:
-  24 hours of them over 200 such tables would be 17M files, more than the 16.7M inodes of this
-  machine's disk. Tables get ``delta.deletedFileRetentionDuration`` = ``retention_hours`` as well,
-  so a checkpoint keeps the removed files of that long (Delta's default is a week: 600k entries
-  in every checkpoint of a table written every second).
+* expiry, with each checkpoint made so: the data files whose removal is older than
+  ``retention_hours`` (the table's ``delta.deletedFileRetentionDuration``, 1 hour: no version
+  younger uses them, and an older version cannot be loaded anyway) are deleted as the checkpoint
+  drops their tombstones, and once the previous checkpoint is older than
+  ``log_retention_hours`` (``delta.logRetentionDuration``, 1 hour) the entries and checkpoints
+  before it are (a time-travel query older than that fails; a reader holding an older file
+  list can fail). Both are found from what the checkpoint read, not by listing: a table written
+  every second leaves 3,600 replaced files and log entries an hour (24 hours of files over 200
+  such tables would be 17M, more than the 16.7M inodes of this machine's disk; Delta's default
+  of 30 days of log is 2.6M entries a table), and delta-rs' vacuum and cleanup list both, an
+  open of the table the log too: at 2,000 writes they cost 142 ms of CPU a turn against 48 ms
+  at 500 (docs/benchmarks.md, stop 35);
+* vacuum, every ``vacuum_every`` (delta-rs: the log cleanup, and the files of the table's
+  directory that no version within ``retention_hours`` uses, found by listing it): what the
+  expiry does not see -- files a writer wrote and never committed (a crash between the two),
+  tombstones dropped by delta-rs' own checkpoints, deletion vector files.
 
 The change log is folded by the applier every ``fold_every`` applied micro-batches
 (``ChangeLog.fold``: its per-batch files into partitions by table and date, merged ``fold_fanout``
@@ -32,7 +36,7 @@ at a time up to ``fold_target_mb``; files it replaced deleted after ``retention_
 The counters start at a per-table offset so that tables merged in the same micro-batches do not
 all compact in the same one. None of these commits changes rows or the Delta transaction ids
 the exactly-once apply relies on; a crash in the middle leaves a consistent table (each is one
-Delta commit, vacuum deletes only unreferenced files).
+Delta commit, expiry and vacuum delete only files no version within the retention uses).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ class Maintenance:
 
     compact_every: int = 50
     checkpoint_every: int = 50
-    vacuum_every: int = 500
+    vacuum_every: int = 5000
     retention_hours: int = 1
     log_retention_hours: int = 1
     file_mb: int = 8
