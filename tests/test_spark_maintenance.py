@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from pycanal.spark import cow
+from pycanal.spark import checkpoint, cow
 from pycanal.spark.apply import ChangeApplier, applied_batch_ids
 from pycanal.spark.cow import KeyedTable
 from pycanal.spark.current import APP_ID, table_path
@@ -259,3 +259,23 @@ def test_deletion_vectors_with_upkeep_and_ddl_give_the_same_tables(tmp_path: Pat
     want = DeltaTable(str(table_path(tmp_path / "plain", "db", "t0"))).to_pyarrow_table().sort_by("id")
     assert got.column_names == ["id", "v", "w"] and got.num_rows == len(live)
     assert got.to_pylist() == want.to_pylist()
+
+
+@pytest.mark.parametrize("first", [0, 3])
+def test_the_log_expires_before_the_newest_checkpoint_past_its_retention(tmp_path: Path, first: int) -> None:
+    """Entries ``first``..20, a second apart, checkpoints at 5, 10 and 15; the cutoff falls after
+    entry 12: what is before checkpoint 10 goes, oldest first, and nothing else."""
+    log_dir = tmp_path / "_delta_log"
+    log_dir.mkdir()
+    now = 1_800_000_000
+    for v in range(first, 21):
+        (log_dir / f"{v:020d}.json").write_text("{}\n")
+        os.utime(log_dir / f"{v:020d}.json", (now + v, now + v))
+    for v in (5, 10, 15):
+        (log_dir / f"{v:020d}.checkpoint.parquet").write_bytes(b"")
+    checkpoint._expire_log(log_dir, 15, (now + 12.5) * 1000)
+    assert sorted(os.listdir(log_dir)) == sorted(
+        [f"{v:020d}.json" for v in range(10, 21)] + [f"{v:020d}.checkpoint.parquet" for v in (10, 15)]
+    )
+    checkpoint._expire_log(log_dir, 15, (now + 9.5) * 1000)  # no checkpoint past it but the kept one
+    assert len(os.listdir(log_dir)) == 13
