@@ -31,6 +31,15 @@ def upserts(pairs: dict[int, int]) -> pa.Table:
     )  # fmt: skip
 
 
+def random_write(t: KeyedTable, rnd: random.Random, txn: int, rows: int) -> None:
+    """Transaction ``txn``: a delete among ``rows`` keys, an upsert among 10% more; a checkpoint
+    every 7."""
+    deletes = pa.table({"id": pa.array([rnd.randrange(rows)], pa.int32())})
+    t.write(upserts({rnd.randrange(rows * 11 // 10): txn}), deletes, txn, {})
+    if txn % 7 == 0:
+        t.checkpoint()
+
+
 def same_as_delta_rs(path: Path, order: str = "id") -> None:
     theirs = DeltaTable(str(path))
     state = table_state(path)
@@ -47,10 +56,7 @@ def test_a_streamed_table_reads_as_delta_rs_reads_it_and_skips_the_tombstones(tm
     t.write(upserts({k: k for k in range(1000)}), NO_DELETES, 1, {})
     rnd = random.Random(3)
     for txn in range(2, 60):
-        deletes = pa.table({"id": pa.array([rnd.randrange(1000)], pa.int32())})
-        t.write(upserts({rnd.randrange(1100): txn}), deletes, txn, {})
-        if txn % 7 == 0:
-            t.checkpoint()
+        random_write(t, rnd, txn, 1000)
         if txn % 5 == 0:  # right after a checkpoint, and 1-6 entries past one
             same_as_delta_rs(path)
     log = path / "_delta_log"
@@ -104,10 +110,7 @@ def test_a_poller_reads_the_entries_committed_since_its_last_read(tmp_path: Path
     monkeypatch.setattr(tablestate, "entry_actions", lambda log, v: (read.append(v), real(log, v))[1])
     rnd = random.Random(5)
     for txn in range(2, 30):
-        deletes = pa.table({"id": pa.array([rnd.randrange(100)], pa.int32())})
-        t.write(upserts({rnd.randrange(120): txn}), deletes, txn, {})
-        if txn % 7 == 0:
-            t.checkpoint()
+        random_write(t, rnd, txn, 100)
         read.clear()
         ours = reader.read()
         assert reader.state is not None and reader.state.version == DeltaTable(str(path)).version()
