@@ -209,8 +209,7 @@ def _delete_expired(table: Path, previous: pa.Table, rows: pa.Table, cutoff_ms: 
     not name again, live or removed later; deletion vector files, which several data files can
     share, are left to the vacuum."""
     remove = previous.column("remove")
-    stamps = pc.fill_null(pc.struct_field(remove, "deletionTimestamp"), 0)
-    expired = pc.struct_field(remove.filter(pc.and_(pc.is_valid(remove), pc.less(stamps, cutoff_ms))), "path")
+    expired = pc.struct_field(remove.filter(_expired(remove, cutoff_ms)), "path")
     if not len(expired):
         return
     named = {
@@ -220,6 +219,13 @@ def _delete_expired(table: Path, previous: pa.Table, rows: pa.Table, cutoff_ms: 
     for path in set(expired.to_pylist()) - named:
         if "://" not in path and not path.startswith("/"):
             (table / unquote(path)).unlink(missing_ok=True)
+
+
+def _expired(remove: pa.ChunkedArray, cutoff_ms: int) -> pa.ChunkedArray:
+    """Which rows of a checkpoint's ``remove`` column are tombstones deleted before ``cutoff_ms``
+    (one without a time counts as deleted at 0)."""
+    stamps = pc.fill_null(pc.struct_field(remove, "deletionTimestamp"), 0)
+    return pc.and_(pc.is_valid(remove), pc.less(stamps, cutoff_ms))
 
 
 def _expire_log(log_dir: Path, base: int, cutoff_ms: int) -> None:
@@ -286,8 +292,7 @@ def next_checkpoint(
     keep_add = pc.invert(pc.is_in(pc.struct_field(add, "path"), value_set=pa.array(removed, pa.string())))
     keep = pc.if_else(pc.is_valid(add), keep_add, True)
     if cutoff_ms is not None:
-        fresh = pc.greater_equal(pc.fill_null(pc.struct_field(remove, "deletionTimestamp"), 0), cutoff_ms)
-        keep = pc.and_(keep, pc.if_else(pc.is_valid(remove), fresh, True))
+        keep = pc.and_(keep, pc.invert(_expired(remove, cutoff_ms)))
     latest = {t["appId"]: t for t in txns}
     replaced = pc.is_in(
         pc.struct_field(previous.column("txn"), "appId"), value_set=pa.array(list(latest), pa.string())

@@ -15,10 +15,10 @@ thread that just merged into a table and counted in that table's MERGEs:
 * expiry, with each checkpoint made so: the data files whose removal is older than
   ``retention_hours`` (the table's ``delta.deletedFileRetentionDuration``, 1 hour: no version
   younger uses them, and an older version cannot be loaded anyway) are deleted as the checkpoint
-  drops their tombstones, and once the previous checkpoint is older than
-  ``log_retention_hours`` (``delta.logRetentionDuration``, 1 hour) the entries and checkpoints
-  before it are (a time-travel query older than that fails; a reader holding an older file
-  list can fail). Both are found from what the checkpoint read, not by listing: a table written
+  drops their tombstones, and the entries and checkpoints before the newest checkpoint older
+  than ``log_retention_hours`` (``delta.logRetentionDuration``, 1 hour) are (a time-travel
+  query older than that fails; a reader holding an older file list can fail). Neither is found
+  by listing (the tombstones the checkpoint read; binary searches over the entries): a table written
   every second leaves 3,600 replaced files and log entries an hour (24 hours of files over 200
   such tables would be 17M, more than the 16.7M inodes of this machine's disk; Delta's default
   of 30 days of log is 2.6M entries a table), and delta-rs' vacuum and cleanup list both, an
