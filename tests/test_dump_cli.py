@@ -203,10 +203,11 @@ def test_text_format(workload: Workload) -> None:
     lines = out.stdout.splitlines()
     assert "BEGIN ----> Thread id: 0" in lines
     assert any(f"name[{SCHEMA},{T1}] , eventType : INSERT" in line for line in lines)
-    # Names and types from the schema history, though the binlog has MINIMAL metadata.
+    # Names and types from the schema history, though the binlog has MINIMAL metadata; values and
+    # types as a Canal client gets them (the column type of SHOW CREATE TABLE, ENUM's index).
     assert "s : name-100 type=varchar(40) update=true" in lines
-    assert "u : 4294967195 type=int unsigned update=true" in lines
-    assert any(line.startswith("e : b type=enum") for line in lines)
+    assert "u : 4294967195 type=int(10) unsigned update=true" in lines
+    assert "e : 2 type=enum('a','b','c') update=true" in lines
 
 
 def test_stop_at_end_from_the_end_is_empty(workload: Workload) -> None:

@@ -4,6 +4,8 @@ seed-002 text layout, and a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
+import contextlib
+import re
 import signal
 import subprocess
 import sys
@@ -65,7 +67,85 @@ def wait_listening(port: int, proc: subprocess.Popen, log: Path) -> None:
     raise AssertionError(f"server not listening:\n{log.read_text()}")
 
 
+@contextlib.contextmanager
+def served(db: PrivateMariaDB, tmp_path: Path, start: tuple[str, int]) -> Iterator[str]:
+    """A ``pycanal server`` process from ``start`` (filter ``pycanal.cli_orders``); its address."""
+    port, metrics = free_port(), free_port()
+    conf = tmp_path / "conf"
+    write_conf(conf, db, port, metrics, start)
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*PYCANAL, "server", "--conf", str(conf)], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_listening(port, proc, log)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def tail_lines(address: str, limit: int, *more: str) -> list[str]:
+    done = subprocess.run(
+        [*PYCANAL, "tail", "--address", address, "--destination", "shop", "--user", "canal"]
+        + ["--password", "s3cret", "--limit", str(limit), *more],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def body(lines: list[str]) -> list[str]:
+    """The entry lines of the text layout: no batch headers, no blank lines, no delays."""
+    return [DELAY.sub("delay", line) for line in lines if line and not line.startswith("*")]
+
+
+DELAY = re.compile(r"delay : -?\d+ms")
+
+
+def test_tail_limit_acks_the_batches_it_printed(db: PrivateMariaDB, tmp_path: Path) -> None:
+    db.execute("DROP TABLE IF EXISTS pycanal.cli_orders")
+    db.execute("CREATE TABLE pycanal.cli_orders (id INT PRIMARY KEY, item VARCHAR(20), qty INT)")
+    start = db.current_binlog()
+    db.execute("INSERT INTO pycanal.cli_orders VALUES (1, 'apple', 3)")
+    with served(db, tmp_path, start) as address:
+        first = tail_lines(address, 1)
+        db.execute("INSERT INTO pycanal.cli_orders VALUES (2, 'pear', 5)")
+        second = tail_lines(address, 1)
+    assert "item : apple type=varchar(20) update=true" in first
+    assert "item : pear type=varchar(20) update=true" in second
+    assert "item : apple type=varchar(20) update=true" not in second  # the first run acked it
+
+
+def test_tail_and_dump_print_one_layout(db: PrivateMariaDB, tmp_path: Path) -> None:
+    db.execute("DROP TABLE IF EXISTS pycanal.cli_orders")
+    start = db.current_binlog()
+    db.execute(
+        "CREATE TABLE pycanal.cli_orders (id INT PRIMARY KEY, price DECIMAL(6,2), at DATETIME(3), "
+        "note VARCHAR(9) CHARACTER SET latin1, tag ENUM('a','b'))"
+    )
+    db.execute("INSERT INTO pycanal.cli_orders VALUES (1, 1.50, '2024-02-29 10:11:12.125', 'caf\xe9', 'b')")
+    db.execute("UPDATE pycanal.cli_orders SET price = 2.25, tag = NULL WHERE id = 1")
+    db.execute("DELETE FROM pycanal.cli_orders WHERE id = 1")
+    source = [*PYCANAL, "dump", "--source", f"{db.host}:{db.port}", "--user", db.repl_user]
+    source += ["--password", db.repl_password, "--filter", "pycanal\\.cli_orders", "--stop-at-end"]
+    dumped = subprocess.run([*source, "--start", f"{start[0]}:{start[1]}"], capture_output=True, text=True)
+    assert dumped.returncode == 0, dumped.stderr
+    with served(db, tmp_path, start) as address:
+        tailed = tail_lines(address, 3)
+    assert body(tailed) == body(dumped.stdout.splitlines())
+    assert "----------------> binlog" in "\n".join(
+        tailed
+    ) and "name[pycanal,cli_orders] , eventType : CREATE" in ("\n".join(tailed))
+    assert "price : 1.50 type=decimal(6,2) update=true" in tailed
+    assert "note : caf\xe9 type=varchar(9) update=true" in tailed
+
+
 def test_server_and_tail(db: PrivateMariaDB, tmp_path: Path) -> None:
+    db.execute("DROP TABLE IF EXISTS pycanal.cli_orders")
     db.execute("CREATE TABLE pycanal.cli_orders (id INT PRIMARY KEY, item VARCHAR(20), qty INT)")
     start = db.current_binlog()
     db.execute("INSERT INTO pycanal.cli_orders VALUES (1, 'apple', 3), (2, 'pear', 5)")

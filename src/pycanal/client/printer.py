@@ -1,18 +1,20 @@
-"""Canal messages in the text layout of Canal's example client (seed 002), for ``pycanal tail``.
-
-The same layout as ``pycanal binlog decode --format text`` (:mod:`pycanal.binlog.printer`), built
-from Canal ``Entry`` messages instead of decoded events: a batch header per message, then
-``BEGIN``/``END`` lines, one line per row change and ``column : value type=... update=true``.
-"""
+"""Canal entries in the text layout of Canal's example client (seed 002): a batch header per
+message, ``BEGIN``/``END`` lines, one line per row change and ``column : value type=...
+update=true``. The one text layout of the command line: ``pycanal tail`` prints the server's
+messages with it, ``pycanal binlog decode`` and ``pycanal dump`` the entries the server would
+serve, one transaction a batch (``transaction_batches``)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
-__all__ = ["message_lines"]
+__all__ = ["message_lines", "transaction_batches"]
+
+# Entries the example client never prints and a server's store never holds.
+_UNSERVED = frozenset({pb.HEARTBEAT, pb.GTIDLOG})
 
 
 def _when(ms: int) -> str:
@@ -24,10 +26,32 @@ def _position(e: pb.Entry) -> str:
     return f"{h.logfileName}:{h.logfileOffset}:{h.executeTime}({_when(h.executeTime)})"
 
 
-def message_lines(batch_id: int, entries: Sequence[pb.Entry], memsize: int) -> Iterator[str]:
-    """The lines of one message (no trailing newlines)."""
+def transaction_batches(entries: Iterable[pb.Entry]) -> Iterator[list[pb.Entry]]:
+    """Entries grouped as a server's store hands them out when a client takes one transaction
+    at a time: BEGIN .. END together, an entry outside a transaction (DDL) alone; heartbeats and
+    GTID entries left out."""
+    batch: list[pb.Entry] = []
+    for e in entries:
+        kind = e.entryType
+        if kind in _UNSERVED:
+            continue
+        if kind == pb.TRANSACTIONBEGIN and batch:
+            yield batch
+            batch = []
+        batch.append(e)
+        if kind == pb.TRANSACTIONEND or batch[0].entryType != pb.TRANSACTIONBEGIN:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def message_lines(batch_id: int, entries: Sequence[pb.Entry]) -> Iterator[str]:
+    """The lines of one message (no trailing newlines); ``memsize`` is the sum of the entries'
+    binlog event lengths, as Canal's example client adds it up."""
     if not entries:
         return
+    memsize = sum(e.header.eventLength for e in entries)
     yield "****************************************************"
     yield (
         f"* Batch Id: [{batch_id}] ,count : [{len(entries)}] , memsize : [{memsize}] , "

@@ -190,6 +190,8 @@ class ReplicaStream:
         history_path: the schema history's SQLite file (default: a temporary directory, removed
             on :meth:`close`).
         server_id, heartbeat_period, read_timeout, ssl: passed to :class:`ReplicaConnection`.
+        alarm: called with each correction the schema history made (``SchemaHistory``'s
+            ``alarm``; default a logged warning).
     """
 
     def __init__(
@@ -209,6 +211,7 @@ class ReplicaStream:
         heartbeat_period: float = 15.0,
         read_timeout: float | None = None,
         ssl: Any = None,
+        alarm: Callable[[str], None] | None = None,
     ) -> None:
         if sum(x is not None for x in (start, gtid, timestamp_ms)) > 1:
             raise StreamError("give at most one of start, gtid and timestamp_ms")
@@ -230,7 +233,7 @@ class ReplicaStream:
         if history_path is None:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="pycanal-history-")
             history_path = Path(self._tmpdir.name) / "schema.db"
-        self.history = SchemaHistory(history_path, connect=self._control, filter=filter)
+        self.history = SchemaHistory(history_path, connect=self._control, filter=filter, alarm=alarm)
         self.gate = EventGate(self.history, filter)
         self.start_position: BinlogPosition | None = None  # resolved (None in GTID mode)
         self.end_position: BinlogPosition | None = None  # SHOW MASTER STATUS at start

@@ -14,12 +14,13 @@ so no client is served by a stopping instance; the instances flush their cursors
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pycanal.server.deployer import Deployer
@@ -33,6 +34,17 @@ log = logging.getLogger(__name__)
 
 class LauncherError(RuntimeError):
     """A configuration the launcher cannot serve."""
+
+
+@contextlib.contextmanager
+def _listening(key: str, host: str, port: int) -> Iterator[None]:
+    """A port that cannot be listened on is a ``LauncherError`` naming the key and the address."""
+    try:
+        yield
+    except OSError as exc:
+        raise LauncherError(
+            f"{key} = {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
 
 
 class CanalLauncher:
@@ -84,22 +96,23 @@ class CanalLauncher:
         cfg = self.config
         try:
             # TCP first: once HA registers this server, clients may come at once.
-            self.tcp = CanalTcpServer(
-                self.deployer.server,
-                host=cfg["canal.ip"] or "0.0.0.0",
-                port=cfg["canal.port"],
-                user=cfg["canal.user"] or None,
-                passwd=cfg["canal.passwd"] or None,
-            ).start()
+            host = cfg["canal.ip"] or "0.0.0.0"
+            with _listening("canal.port", host, cfg["canal.port"]):
+                self.tcp = CanalTcpServer(
+                    self.deployer.server,
+                    host=host,
+                    port=cfg["canal.port"],
+                    user=cfg["canal.user"] or None,
+                    passwd=cfg["canal.passwd"] or None,
+                ).start()
+            port = cfg["canal.metrics.pull.port"]
+            if port:  # both ports before any instance starts: a port in use stops nothing but this
+                stats = getattr(self.tcp, "client_stats", None)
+                with _listening("canal.metrics.pull.port", host, port):
+                    self.metrics, _ = serve_metrics(self.deployer.server, port, host=host, client_stats=stats)
             if cfg["canal.zkServers"]:
                 self._start_ha()
             self.deployer.start()
-            port = cfg["canal.metrics.pull.port"]
-            if port:
-                stats = getattr(self.tcp, "client_stats", None)
-                self.metrics, _ = serve_metrics(
-                    self.deployer.server, port, host=cfg["canal.ip"] or "0.0.0.0", client_stats=stats
-                )
         except BaseException:
             self.stop()
             raise

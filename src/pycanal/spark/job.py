@@ -13,7 +13,6 @@ cluster (``spark://host:7077``); under ``spark-submit``, ``--master ''`` leaves 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -187,7 +186,9 @@ def start_pipeline(
     if snapshot != "never" or source:
         reader = reader.option("snapshot", snapshot).option("source", source)
         reader = reader.option("sourceUser", source_user).option("sourcePassword", source_password)
-        reader = reader.option("snapshotSignals", str(snapshot_requests(lake)))
+        requests = snapshot_requests(lake)
+        requests.mkdir(parents=True, exist_ok=True)  # where `pycanal snapshot` looks for a pipeline
+        reader = reader.option("snapshotSignals", str(requests))
         if snapshot_chunk_rows:
             reader = reader.option("snapshotChunkRows", str(snapshot_chunk_rows))
         if snapshot_parallelism:
@@ -310,98 +311,7 @@ def run(
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--address", help="the server, HOST:PORT")
-    ap.add_argument("--zk-servers", help="ZooKeeper connect string (cluster discovery)")
-    ap.add_argument("--destination", default="example")
-    ap.add_argument("--client-id", type=int, default=1001)
-    ap.add_argument("--filter", default="")
-    ap.add_argument("--lake", required=True, help="target directory (change log, Delta tables, checkpoint)")
-    ap.add_argument("--trigger", default="1 second")
-    ap.add_argument(
-        "--master", default="local[*]", help="Spark master URL ('' under spark-submit: its --master)"
-    )
-    ap.add_argument(
-        "--driver-java-options", default=DRIVER_JAVA_OPTIONS, help="the driver JVM's flags (local runs)"
-    )
-    ap.add_argument(
-        "--class-archive",
-        default="auto",
-        help="the driver JVM's class archive: auto (this machine's, python -m pycanal.spark.jvm), off, or a path",
-    )
-    ap.add_argument("--apply-threads", type=int, default=2, help="current-state tables written at once")
-    ap.add_argument(
-        "--apply-on", choices=("driver", "executors"), default="driver", help="where the tables are written"
-    )
-    ap.add_argument(
-        "--apply-share",
-        type=float,
-        default=1.0,
-        help="the share of the time the tables' apply may take (1: no pause)",
-    )
-    ap.add_argument(
-        "--cache-mb", type=int, default=256, help="rows of recently written table files kept in memory (MB)"
-    )
-    ap.add_argument(
-        "--progress-seconds", type=float, default=10.0, help="a progress line this often (0: none)"
-    )
-    ap.add_argument(
-        "--deletion-vectors",
-        action="store_true",
-        help="changes to big table files as Delta deletion vectors, not rewrites (docs/spark.md)",
-    )
-    ap.add_argument(
-        "--snapshot", choices=("never", "initial"), default="never", help="initial: existing rows first"
-    )
-    ap.add_argument("--source", default="", help="the MySQL/MariaDB to snapshot, HOST:PORT")
-    ap.add_argument("--source-user", default="")
-    ap.add_argument("--source-password", default="")
-    ap.add_argument("--snapshot-chunk-rows", type=int, help="rows per snapshot chunk (50000)")
-    ap.add_argument("--snapshot-parallelism", type=int, help="snapshot chunks per micro-batch (4)")
-    ap.add_argument(
-        "--snapshot-reader", choices=("connectorx", "pymysql"), help="the chunk reader (connectorx)"
-    )
-    ap.add_argument(
-        "--snapshot-server-ids", help="replica ids of the chunks' binlog window reads, LOW-HIGH (5400-6399)"
-    )
-    args = ap.parse_args(argv)
-    if args.snapshot == "initial" and not args.source:
-        ap.error("--snapshot initial needs --source HOST:PORT")
-    if not args.address and not args.zk_servers:
-        ap.error("give --address or --zk-servers")
-    archive = None if args.class_archive == "off" else args.class_archive
-    try:
-        archive_options(archive)
-    except ValueError as exc:
-        ap.error(f"--class-archive: {exc}")
-    return run(
-        args.lake,
-        master=args.master or None,
-        java_options=args.driver_java_options,
-        class_archive=archive,
-        progress_seconds=args.progress_seconds,
-        address=args.address,
-        zk_servers=args.zk_servers,
-        destination=args.destination,
-        client_id=args.client_id,
-        filter=args.filter,
-        trigger=args.trigger,
-        apply_threads=args.apply_threads,
-        apply_share=args.apply_share,
-        apply_on=args.apply_on,
-        cache_mb=args.cache_mb,
-        maintenance=Maintenance(deletion_vectors=args.deletion_vectors),
-        snapshot=args.snapshot,
-        source=args.source,
-        source_user=args.source_user,
-        source_password=args.source_password,
-        snapshot_chunk_rows=args.snapshot_chunk_rows,
-        snapshot_parallelism=args.snapshot_parallelism,
-        snapshot_reader=args.snapshot_reader,
-        snapshot_server_ids=args.snapshot_server_ids,
-    )
+if __name__ == "__main__":  # `python -m pycanal.spark.job` (spark-submit's script): `pycanal pipeline`
+    from pycanal.cli import main
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    main(["pipeline", *sys.argv[1:]])

@@ -142,7 +142,8 @@ def request_snapshot(signals: str | Path, tables: list[str]) -> Path:
             raise ValueError(f"a table to snapshot is db.table, got {t!r}")
         names.append([schema, table])
     directory = Path(signals)
-    directory.mkdir(parents=True, exist_ok=True)
+    if not directory.is_dir():  # made by the query that reads it: a request no query reads is an error
+        raise ValueError(f"{directory}: no query takes snapshot requests there")
     path = directory / f"{time.time_ns():020d}-{os.getpid()}.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"tables": names}))

@@ -90,6 +90,7 @@ class SchemaHistory:
         self.model: SchemaModel | None = None
         self.upto: tuple[int, int] | None = None  # the model holds the DDL recorded before this key
         self._upto_file = ""
+        self._since = "an unknown binlog position"  # where the model was last brought forward, for messages
         self.position: Position | None = None  # the stream's current event, for messages
         self._since_snapshot = 0
         self._cache: dict[tuple, TableMap] = {}
@@ -119,9 +120,7 @@ class SchemaHistory:
     def _where(self) -> str:
         if self.position is not None:
             return f"binlog position {self.position}"
-        if self.upto is not None:
-            return f"after binlog position {self._upto_file}:{self.upto[1] - 1}"
-        return "an unknown binlog position"
+        return self._since
 
     def _require_model(self) -> SchemaModel:
         if self.model is None:
@@ -146,6 +145,7 @@ class SchemaHistory:
         self.model = model
         self.upto = pos.key
         self._upto_file = pos.file
+        self._since = f"the stream's start ({pos.file}:{pos.offset})"
         self.position = None
         self._since_snapshot = 0
         self._cache.clear()
@@ -240,6 +240,7 @@ class SchemaHistory:
         self._record(pos, default_schema, sql, results, extra)
         self.upto = (pos.key[0], pos.key[1] + 1)
         self._upto_file = pos.file
+        self._since = f"the first event after binlog position {pos}"
         for warning in warnings:
             self.alarm(f"{warning} (DDL at binlog position {pos})")
         self._since_snapshot += 1

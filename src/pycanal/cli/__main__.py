@@ -1,0 +1,5 @@
+"""``python -m pycanal.cli``: the ``pycanal`` command."""
+
+from pycanal.cli import main
+
+main()

@@ -1,0 +1,109 @@
+"""``pycanal server`` (the instances of a Canal conf dir behind Canal's TCP protocol) and
+``pycanal tail`` (a destination's entries from a pycanal or Canal server, printed)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import checks
+from .checks import CliError
+
+__all__ = ["server", "tail"]
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def server(
+    conf: Annotated[Path, typer.Option("--conf", help="Canal conf dir (canal.properties + <dest>/).")],
+    log_level: Annotated[str, typer.Option("--log-level", help="Logging level.")] = "INFO",
+    zk_session_timeout: Annotated[
+        float,
+        typer.Option("--zk-session-timeout", help="ZooKeeper session timeout (s) with canal.zkServers."),
+    ] = 10.0,
+) -> None:
+    """Run a pycanal server: the instances of a Canal conf dir, Canal's TCP protocol on canal.port
+    and the Prometheus metrics on canal.metrics.pull.port, until SIGTERM or Ctrl-C."""
+    from pycanal.config import ConfigError
+    from pycanal.heap import hold_long_lived
+    from pycanal.server.launcher import CanalLauncher, LauncherError
+
+    if not conf.is_dir():
+        what = "no such directory" if not conf.exists() else "not a directory"
+        raise CliError(f"--conf {str(conf)!r}: {what}")
+    if not (conf / "canal.properties").is_file():
+        raise CliError(f"--conf {str(conf)!r}: no canal.properties in it")
+    checks.choice("--log-level", log_level.upper(), _LEVELS)
+    if not zk_session_timeout > 0:
+        raise CliError(f"--zk-session-timeout {zk_session_timeout!r}: must be above 0")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    hold_long_lived()  # the store keeps up to its size of events alive
+    try:
+        CanalLauncher(conf, session_timeout=zk_session_timeout).run()
+    except (ConfigError, LauncherError) as exc:
+        raise CliError(str(exc), code=1) from None
+
+
+def tail(
+    address: Annotated[str, typer.Option("--address", help="The pycanal or Canal server, HOST:PORT.")],
+    destination: Annotated[str, typer.Option("--destination", help="The destination to subscribe to.")],
+    filter_regex: Annotated[
+        str, typer.Option("--filter", help="Canal filter regex on schema.table (replaces the instance's).")
+    ] = "",
+    user: Annotated[str, typer.Option("--user", help="canal.user of the server.")] = "",
+    password: Annotated[str, typer.Option("--password", help="Its password.")] = "",
+    client_id: Annotated[
+        int, typer.Option("--client-id", help="The client id (Canal's default 1001).")
+    ] = 1001,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Entries per get.")] = 1000,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", help="Exit after the batch that brings this many row changes (default: never)."
+        ),
+    ] = None,
+) -> None:
+    """Print a destination's entries in Canal's example-client layout, acking each batch once
+    printed."""
+    from pycanal.client import CanalClientError, SimpleConnector
+    from pycanal.client.printer import message_lines
+    from pycanal.protocol import EntryProtocol_pb2 as pb
+
+    host, port = checks.address("--address", address)
+    if not destination:
+        raise CliError("--destination '': give the destination's name")
+    checks.regex("--filter", filter_regex)
+    checks.count("--client-id", client_id, 1)
+    checks.count("--batch-size", batch_size, 1)
+    checks.count("--limit", limit, 1)
+    out = sys.stdout
+    conn = SimpleConnector((host, port), destination, user, password, client_id=client_id)
+    rows = 0
+    try:
+        conn.connect()
+        conn.subscribe(filter_regex)
+        while limit is None or rows < limit:
+            message = conn.get_without_ack(batch_size, 1000)
+            if message.id == -1:
+                continue
+            entries = message.entries
+            for line in message_lines(message.id, entries):
+                out.write(line)
+                out.write("\n")
+            out.flush()
+            conn.ack(message.id)
+            for e in entries:
+                if e.entryType == pb.ROWDATA:
+                    rows += len(pb.RowChange.FromString(e.storeValue).rowDatas)
+    except BrokenPipeError:
+        raise typer.Exit(0) from None
+    except (CanalClientError, OSError) as exc:
+        raise CliError(f"{host}:{port} destination {destination}: {exc}", code=1) from None
+    finally:
+        conn.disconnect()
