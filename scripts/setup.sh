@@ -149,4 +149,28 @@ if out="$(.venv/bin/python -m pycanal.spark.jvm 2>.venv/.class-archive.log)"; th
 else
     log "WARNING: the driver JVM's class archive could not be made (.venv/.class-archive.log says why)"
 fi
+# ---------------------------------------------------------------------------- Alibaba Canal (Java)
+# pycanal.testing.canal.PrivateCanal runs the real Canal server beside pycanal, as the reference. Its jars
+# come from Maven Central (scripts/canal/pom.xml: 1.1.7, the newest whose server is there) into
+# $PYCANAL_CANAL_HOME/lib; a no-op while the pom's sha256 matches the stamp there.
+CANAL_VERSION="$(sed -n 's:.*<canal.version>\(.*\)</canal.version>.*:\1:p' scripts/canal/pom.xml)"
+CANAL_HOME="${PYCANAL_CANAL_HOME:-$HOME/.cache/pycanal/canal-$CANAL_VERSION}"
+CANAL_STAMP="$CANAL_HOME/lib/.pycanal-pom-sha256"
+want="$(sha256sum scripts/canal/pom.xml | cut -d' ' -f1)"
+if [ "$want" = "$(cat "$CANAL_STAMP" 2>/dev/null || true)" ]; then
+    log "canal: $CANAL_VERSION jars up to date in $CANAL_HOME/lib"
+else
+    command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || apt_install maven openjdk-17-jdk-headless
+    mkdir -p "$CANAL_HOME"
+    rm -rf "$CANAL_HOME/lib.new"
+    if mvn -q -B -f scripts/canal/pom.xml dependency:copy-dependencies -DoutputDirectory="$CANAL_HOME/lib.new" \
+        >"$CANAL_HOME/mvn.log" 2>&1; then
+        echo "$want" >"$CANAL_HOME/lib.new/.pycanal-pom-sha256"
+        rm -rf "$CANAL_HOME/lib"
+        mv "$CANAL_HOME/lib.new" "$CANAL_HOME/lib"
+        log "canal: $CANAL_VERSION jars copied to $CANAL_HOME/lib ($(du -sh "$CANAL_HOME/lib" | cut -f1))"
+    else
+        log "WARNING: mvn could not fetch Canal $CANAL_VERSION ($CANAL_HOME/mvn.log says why); Canal's tests will fail"
+    fi
+fi
 log "ready"

@@ -92,3 +92,22 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     with SparkStandaloneCluster(workers=2, cores=1, memory="1g") as running:
         yield running
+
+
+@pytest.fixture
+def canal_factory(mariadb: PrivateMariaDB) -> Iterator[Callable[..., Any]]:
+    """Start Alibaba Canal's own server (`pycanal.testing.canal.PrivateCanal`) on the session's MariaDB,
+    stopped when the test ends: `canal = canal_factory(destinations={"example": {"filter.regex": r"..."}})`.
+    `source=` another PrivateMariaDB."""
+    from pycanal.testing.canal import PrivateCanal
+
+    servers: list[PrivateCanal] = []
+
+    def start(source: PrivateMariaDB | None = None, **kwargs: Any) -> PrivateCanal:
+        server = PrivateCanal.for_mariadb(source or mariadb, **kwargs)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in reversed(servers):
+        server.stop()
