@@ -142,6 +142,11 @@ CASES: list[tuple[list[str], str, int]] = [
     ),
     (["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--cache-mb", "-1"], "--cache-mb -1", 2),
     (["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--progress", "-1"], "--progress -1.0", 2),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--stall-timeout", "-5"],
+        "--stall-timeout -5.0",
+        2,
+    ),
     (["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--snapshot", "now"], "--snapshot 'now'", 2),
     (
         ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--snapshot", "initial"],

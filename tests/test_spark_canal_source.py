@@ -39,7 +39,7 @@ from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
 from pycanal.spark.canal_source import CanalStreamReader
-from pycanal.spark.rows import EventRows, to_record_batch
+from pycanal.spark.rows import EntryRows, EventRows, to_record_batch
 from pycanal.testing import PrivateMariaDB
 from spark_fixtures import spark  # noqa: F401
 
@@ -431,3 +431,131 @@ def test_batch_bytes_caps_a_micro_batch(canal: Canal) -> None:
     assert len(sizes) > 5 and max(sizes) <= cap, sizes
     with pytest.raises(ValueError, match="option batchBytes must be in 1"):
         CanalStreamReader({**options, "batchBytes": "0"})
+
+
+def drive(reader: CanalStreamReader, n: int, seconds: float = 60.0) -> list[dict[str, Any]]:
+    """Call the runner as Spark does until ``n`` rows were read: ``latestOffset`` every trigger, a
+    micro-batch when it moved (an empty one for a ``tick``), the previous micro-batch committed
+    once the next one is planned, ``read`` on a pickled reader."""
+    rows: list[dict[str, Any]] = []
+    offset, previous = reader.initialOffset(), None
+    deadline = time.monotonic() + seconds
+    while len(rows) < n:
+        assert time.monotonic() < deadline, f"no progress: {len(rows)} of {n} rows in {seconds:g}s"
+        end = reader.latestOffset(offset, ReadAllAvailable())
+        if end == offset:
+            time.sleep(0.05)
+            continue
+        if previous is not None:
+            reader.commit(previous)
+        for part in reader.partitions(offset, end):
+            rows += [r for b in pickle.loads(pickle.dumps(reader)).read(part) for r in b.to_pylist()]
+        previous, offset = end, end
+    return rows
+
+
+def test_a_full_store_that_ends_inside_a_transaction(canal: Canal) -> None:
+    """Issue 43's stall. A server's transaction buffer also flushes at the QUERY entry of a rows
+    event's SQL (Canal's rule for non-DML entries), so with ``filter.query.dml`` off (Canal's
+    default) a transaction can reach the store in two puts, and a full store can end between
+    them. A new runner's first GET takes the whole store as one server batch, which ends inside
+    a transaction: a micro-batch cannot end on its last entry, Spark's commit cannot ack it whole,
+    the store stays full, no transaction end ever comes. Every row must arrive all the same."""
+    name = f"canal_full_{uuid.uuid4().hex[:8]}"
+    canal.db.execute(f"CREATE DATABASE {name}")
+    start = canal.db.current_binlog()
+    run_sql(
+        canal.db,
+        name,
+        [
+            ["CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))"],
+            *[[f"INSERT INTO t VALUES ({i}, 'v')"] for i in range(40)],
+        ],
+    )
+    expected = expected_rows(canal.db, name, start)
+    parser = {
+        "master_address": (canal.db.host, canal.db.port),
+        "username": canal.db.repl_user,
+        "password": canal.db.repl_password,
+        "master_position": EntryPosition(*start),
+        "filter": f"{name}\\..*",
+        "gtid_mode": True,  # as EventRows
+        "transaction_size": 2,  # a put per flush: [BEGIN, QUERY] then [ROWDATA, END]
+    }
+    instance = CanalInstance(name, parser, store={"buffer_size": 64}, meta_manager=MemoryMetaManager())
+    canal.server.add_instance(instance, lazy=False)
+    store = instance.event_store
+    deadline = time.monotonic() + 30
+    while store.put_seq - store.ack_seq < 63:  # the DDL alone, then pairs: 63 of 64 slots, then full
+        assert time.monotonic() < deadline, f"the store did not fill: {store.stats()}"
+        time.sleep(0.05)
+    tail = store._slots[store.put_seq & store._mask]
+    assert tail is not None and tail.entry_type != pb.TRANSACTIONEND  # the store ends inside one
+    reader = CanalStreamReader(
+        {"address": f"127.0.0.1:{canal.tcp.port}", "destination": name, "timeout": "10"}
+    )
+    try:
+        assert drive(reader, len(expected)) == expected
+    finally:
+        reader.stop()
+
+
+def test_a_cut_inside_an_event_numbers_its_rows_on(fixtures_dir: Path) -> None:
+    """A micro-batch that ends inside one event's entries (a TRANSACTION_PAYLOAD holds many rows
+    events at one position) carries the rows numbered there, and the next batch's rows go on from
+    it: the two batches' rows equal one pass over all the entries."""
+    from pycanal.client import Message
+    from pycanal.parse.rawentry import RawEntryConverter
+    from pycanal.spark.canal_source import _Feed, _options
+
+    conv = RawEntryConverter()
+    events = read_events(fixtures_dir / "binlog-parser" / "mysql-bin.01")
+    entries = [pb.Entry.FromString(raw) for e in events for raw in conv.convert(e)]
+    iud = (pb.INSERT, pb.UPDATE, pb.DELETE)
+    changes = [e for e in entries if e.entryType == pb.ROWDATA and e.header.eventType in iud]
+    assert len(changes) >= 3
+    for e in changes:  # as one compressed transaction's rows events: all at one position
+        e.header.logfileOffset = changes[0].header.logfileOffset
+    begin = next(e for e in entries if e.entryType == pb.TRANSACTIONBEGIN)
+    raws = [e.SerializeToString() for e in [begin, *changes]]
+    feed = _Feed(_options({"address": "127.0.0.1:1", "destination": "d"}))
+    feed.ingest(Message(1, raws))
+    cut = feed.entries[2]  # BEGIN, then the second rows entry: inside the position
+    offset = feed.offset(cut)
+    assert offset["row"] == sum(len(pb.RowChange.FromString(e.storeValue).rowDatas) for e in changes[:2])
+    first = list(EntryRows().rows(raws[:3]))
+    rest = EntryRows(resume=(offset["file"], offset["pos"], offset["row"]))
+    assert first + list(rest.rows(raws[3:])) == list(EntryRows().rows(raws))
+    assert feed.offset(feed.entries[-1])["row"] == len(list(EntryRows().rows(raws)))  # the tail: all rows
+
+
+def test_a_stalled_runner_says_so_fetches_again_then_fails(
+    canal: Canal, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The watchdog: a runner that holds entries and plans nothing from them for stallTimeout
+    (here a planner that never plans: any stall to come) logs why and fetches them again, then
+    fails the query rather than sit still; Spark's progress shows how long it has been stuck."""
+    from pycanal.spark.canal_source import _Feed
+
+    name = f"canal_stuck_{uuid.uuid4().hex[:8]}"
+    destination, _start = canal.destination(name)
+    run_sql(canal.db, name, [["CREATE TABLE t (id INT PRIMARY KEY)"], ["INSERT INTO t VALUES (1)"]])
+    monkeypatch.setattr(_Feed, "plan_end", lambda self, top, drained: None)
+    options = {"address": f"127.0.0.1:{canal.tcp.port}", "destination": destination, "stallTimeout": "1"}
+    reader = CanalStreamReader(options)
+    try:
+        offset = reader.initialOffset()
+        deadline = time.monotonic() + 30
+        with pytest.raises(
+            RuntimeError, match=r"no micro-batch for \d+s while \d+ entries .* also after fetching"
+        ):
+            while time.monotonic() < deadline:
+                assert reader.latestOffset(offset, ReadAllAvailable()) == offset
+                time.sleep(0.2)
+        report = reader.reportLatestOffset()
+        assert report is not None and report["queued"] > 0 and report["stuck"] >= 1
+    finally:
+        reader.stop()
+    assert "rolling back and fetching them again" in caplog.text
+    with pytest.raises(ValueError, match="option stallTimeout must be seconds"):
+        CanalStreamReader({**options, "stallTimeout": "soon"})

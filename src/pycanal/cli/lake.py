@@ -74,6 +74,14 @@ def pipeline(
     progress: Annotated[
         float, typer.Option("--progress", help="Seconds between progress lines (0: none).")
     ] = 10.0,
+    stall_timeout: Annotated[
+        float,
+        typer.Option(
+            "--stall-timeout",
+            help="Seconds the source may hold entries without a micro-batch before it fetches them again, "
+            "then fails the query (0: never).",
+        ),
+    ] = 120.0,
     deletion_vectors: Annotated[
         bool,
         typer.Option(
@@ -136,6 +144,8 @@ def pipeline(
     checks.count("--cache-mb", cache_mb, 0)
     if not progress >= 0:
         raise CliError(f"--progress {progress!r}: must be 0 (none) or more seconds")
+    if not stall_timeout >= 0:
+        raise CliError(f"--stall-timeout {stall_timeout!r}: must be 0 (never) or more seconds")
     checks.choice("--snapshot", snapshot, ("never", "initial"))
     if snapshot == "initial" and not source:
         raise CliError("--snapshot initial needs --source HOST:PORT (the MySQL/MariaDB to read)")
@@ -186,6 +196,7 @@ def pipeline(
         snapshot_parallelism=snapshot_parallelism,
         snapshot_reader=snapshot_reader,
         snapshot_server_ids=snapshot_server_ids,
+        stall_timeout=stall_timeout,
     )
     raise typer.Exit(code)
 

@@ -16,7 +16,9 @@ the subscription's filter, applied to the rows too), ``batchSize`` (entries per 
 (entries, or memory units in MEMSIZE mode, per GET: 8192; at most half the server's store, or a
 micro-batch may wait for a server batch it cannot end in), ``numPartitions`` (2), ``user``,
 ``password``, ``timezone`` (the server's TIMESTAMP zone, UTC), ``timeout`` (seconds to wait for a
-server to connect to, and for a replayed batch: 60), ``stage`` (a directory the executors and
+server to connect to, and for a replayed batch: 60), ``stallTimeout`` (seconds of holding entries
+without a micro-batch before the watchdog fetches them again, then fails the query: 120; 0 never),
+``stage`` (a directory the executors and
 the driver share: a partition's rows go there as a file instead of through Spark's JVM, see
 ``pycanal.spark.stage``; only for ``ChangeApplier``, which reads them back).
 
@@ -47,6 +49,10 @@ driver-side runner process, ``read`` in executors on a pickled reader):
 * Spark commits a batch only when it plans the next one. When the stream is idle (or the server's
   store is full of uncommitted entries) the source asks for an empty micro-batch, the same
   position with a new ``tick``, so that the last batch gets committed and acked.
+* A server acks a batch only whole and hands out nothing while its store is full: when it stopped
+  answering twice, the micro-batch ends on the last entry held, inside a transaction or an
+  event's entries if need be (the offset's ``row``: the rows numbered at that position so far).
+  A watchdog makes any other stall loud (``_Feed.watch``; docs/spark.md).
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ from pycanal.parse.filter import TableFilter
 from pycanal.parse.position import binlog_file_order
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
-from .rows import ROW_SCHEMA, EntryRows
+from .rows import ROW_SCHEMA, EntryRows, entry_row_count
 from .snapshot import (
     SnapshotOptions,
     SnapshotPartition,
@@ -129,27 +135,32 @@ class _Offset(NamedTuple):
     key: Key
     gtid: str | None
     txn: bool
+    row: int | None = None  # rows numbered at this position so far, when more entries may share it
 
 
 def _parse_offset(offset: Any, destination: str) -> _Offset:
     try:
         file, pos, k = offset["file"], offset["pos"], offset["k"]
-        gtid, txn = offset.get("gtid"), offset.get("txn", False)
+        gtid, txn, row = offset.get("gtid"), offset.get("txn", False), offset.get("row")
         if not (isinstance(file, str) and type(pos) is int and type(k) is int and isinstance(txn, bool)):
             raise TypeError("file must be a string, pos and k integers")
+        if row is not None and type(row) is not int:
+            raise TypeError("row must be an integer")
         if gtid is not None and not isinstance(gtid, str):
             raise TypeError("gtid must be a string")
     except (TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"format('canal') destination {destination}: bad offset {offset!r}: {exc}") from None
-    return _Offset(_key(file, pos, k), gtid, txn)
+    return _Offset(_key(file, pos, k), gtid, txn, row)
 
 
-def _to_offset(e: _Queued) -> dict[str, Any]:
+def _to_offset(e: _Queued, row: int | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"file": e.file, "pos": e.pos, "k": e.k}
     if e.gtid is not None:
         out["gtid"] = e.gtid
     if e.txn:
         out["txn"] = True
+    if row is not None:
+        out["row"] = row
     return out
 
 
@@ -198,6 +209,7 @@ class _Options(NamedTuple):
     fetch_size: int
     num_partitions: int
     timeout: float
+    stall_timeout: float
     stage: Path | None
     snapshot: SnapshotOptions | None
 
@@ -213,6 +225,17 @@ def _int(options: dict[str, str], name: str, default: int, high: int = 2**31 - 1
     return value
 
 
+def _seconds(options: dict[str, str], name: str, default: float) -> float:
+    raw = options.get(name.lower())
+    try:
+        value = float(raw) if raw is not None else default
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"format('canal'): option {name} must be seconds (0 or more), got {raw!r}")
+    return value
+
+
 def _options(raw: Any) -> _Options:
     options = {k.lower(): v for k, v in raw.items()}
     address, zk_servers = options.get("address", ""), options.get("zkservers", "")
@@ -223,11 +246,7 @@ def _options(raw: Any) -> _Options:
         )
     if not destination:
         raise ValueError("format('canal') needs option destination")
-    raw_timeout = options.get("timeout", "60")
-    try:
-        timeout = float(raw_timeout)
-    except ValueError:
-        raise ValueError(f"format('canal'): option timeout must be seconds, got {raw_timeout!r}") from None
+    timeout = _seconds(options, "timeout", 60.0)
     batch_size = _int(options, "batchSize", 65536)
     return _Options(
         address,
@@ -243,6 +262,7 @@ def _options(raw: Any) -> _Options:
         min(batch_size, _int(options, "fetchSize", 8192)),
         _int(options, "numPartitions", 2),
         timeout,
+        _seconds(options, "stallTimeout", 120.0),
         Path(options["stage"]) if options.get("stage") else None,
         snapshot_options(options, _int),
     )
@@ -252,9 +272,12 @@ class CanalPartition(InputPartition):
     """The serialized entries of one part of a micro-batch, packed (their count, their 4-byte
     little-endian lengths, then the entries) and zstd-compressed: Spark's JVM copies a
     partition several times on its way to an executor, and Canal entries shrink about 3x.
-    ``gtid``: the GTID the part starts inside."""
+    ``gtid``: the GTID the part starts inside; ``resume``: (file, offset, next row index) when
+    it starts inside a binlog event's entries (``EntryRows``' ``resume``)."""
 
-    def __init__(self, index: int, entries: list[bytes], gtid: str | None) -> None:
+    def __init__(
+        self, index: int, entries: list[bytes], gtid: str | None, resume: tuple[str, int, int] | None = None
+    ) -> None:
         super().__init__(index)
         sizes = array.array("I", map(len, entries))
         if sys.byteorder == "big":
@@ -264,6 +287,7 @@ class CanalPartition(InputPartition):
         head = cobj.compress(len(entries).to_bytes(4, "little") + sizes.tobytes())
         self.payload = b"".join([head, *map(cobj.compress, entries), cobj.flush()])
         self.gtid = gtid
+        self.resume = resume
 
     @property
     def entries(self) -> list[memoryview]:
@@ -302,7 +326,11 @@ class _Feed:
         self.received = 0  # bytes of the entries received on this connection
         self.drained = False  # the pump's last answer was empty
         self.error: CanalClientError | None = None  # what stopped the pump
-        self.warned = False  # about a stall fetchSize causes
+        self.accepts = TableFilter(opts.filter) if opts.filter else None
+        # The watchdog (``watch``): since when the runner holds entries it has planned nothing from.
+        self._held: tuple[Key | None, int] = (None, -1)  # queue tail, unacked batches: when they last changed
+        self._held_since = time.monotonic()
+        self.refetched = False  # the watchdog rolled back and fetched again since the last micro-batch
         self._stop = threading.Event()
         self._pump: threading.Thread | None = None
 
@@ -503,19 +531,80 @@ class _Feed:
         if n == 0:
             return None
         # No transaction ends within the cap. Cut one longer than the cap; and one the server
-        # stopped handing out twice in a row (its store is full of batches Spark has not
-        # committed yet: without a new micro-batch no commit comes).
+        # stopped handing out twice in a row: its store is full of batches Spark has not
+        # committed yet, and Canal acks a batch only whole. Then every queued entry goes, the
+        # last one whatever its position (issue 43: a store that ends inside a transaction,
+        # taken in one GET, can be freed no other way), its rows numbered on (``offset``).
         stalled = drained and self.stall == entries[-1].key
         self.stall = entries[-1].key if drained else None
         if n <= top and not stalled:
             return None
+        if stalled and n <= top:
+            log.info(
+                "%s: the server hands out nothing more until its batches are acked: the micro-batch "
+                "ends inside a transaction, at %s", self.where(), _show(entries[-1].key),
+            )  # fmt: skip
+            return entries[-1]
         for i in range(min(top, n - 1) - 1, -1, -1):  # the last position change within the cap
             if entries[i + 1].pos != entries[i].pos or entries[i + 1].file != entries[i].file:
                 return entries[i]
         for i in range(top, n - 1):  # one position has more than ``top`` entries: take them all
             if entries[i + 1].pos != entries[i].pos or entries[i + 1].file != entries[i].file:
                 return entries[i]
-        return None
+        return entries[-1] if stalled else None
+
+    def stuck(self) -> float:
+        """Seconds the runner has held entries (or unacked batches) with nothing planned from
+        them and nothing new received; 0 when it holds none."""
+        if not (self.entries or self.batches) or self._held[1] < 0:
+            return 0.0
+        return time.monotonic() - self._held_since
+
+    def watch(self, moved: bool) -> None:
+        """The watchdog, after each plan (``moved``: it planned a micro-batch, or an empty one to
+        get the last committed): a runner that holds entries and plans nothing from them for
+        ``stallTimeout`` seconds says why, rolls back and fetches them again; if that does not
+        help within another ``stallTimeout``, it raises, to fail the query (a supervisor restarts
+        the job). A stall is a bug (issue 43 was one): this keeps it from being silent."""
+        held = (self.entries[-1].key if self.entries else None, len(self.batches))
+        if moved:  # the clock starts at the next plan that finds nothing (Spark may run long batches)
+            self._held, self.refetched = (None, -1), False
+            return
+        if held != self._held or not (self.entries or self.batches):
+            self._held, self._held_since = held, time.monotonic()
+            return
+        stuck = self.stuck()
+        if not self.opts.stall_timeout or stuck < self.opts.stall_timeout:
+            return
+        first = _show(self.entries[0].key) if self.entries else "-"
+        what = (
+            f"no micro-batch for {stuck:.0f}s while {len(self.entries)} entries ({first} .. "
+            f"{_show(held[0]) if held[0] else '-'}) and {len(self.batches)} server batches are held"
+        )
+        if self.refetched:
+            raise RuntimeError(f"{self.where()}: {what}, also after fetching them again (stallTimeout "
+                               f"{self.opts.stall_timeout:g}s): stopping the query")  # fmt: skip
+        log.warning("%s: %s: rolling back and fetching them again", self.where(), what)
+        self.connect(self.floor)
+        self.refetched = True
+        self._held = (None, -1)
+
+    def offset(self, end: _Queued) -> dict[str, Any]:
+        """The offset of a micro-batch ending on ``end`` (a queued entry). When the next entry may
+        share its position (nothing after it is queued, or it is at the same position), the
+        offset says how many rows were numbered at that position, for the next batch to go on."""
+        entries = self.entries
+        i = bisect.bisect_left(entries, end.key, key=lambda e: e.key)
+        after = entries[i + 1] if i + 1 < len(entries) else None
+        if end.boundary or (after is not None and (after.pos, after.file) != (end.pos, end.file)):
+            return _to_offset(end)
+        floor = self.floor
+        row = floor.row or 0 if floor.key[:3] == end.key[:3] else 0
+        j = i
+        while j >= 0 and (entries[j].pos, entries[j].file) == (end.pos, end.file):
+            row += entry_row_count(pb.Entry.FromString(entries[j].raw), self.accepts)
+            j -= 1
+        return _to_offset(end, row)
 
     def plan(self) -> tuple[_Queued | None, bool]:
         """The last entry of the next micro-batch (None: no batch yet), and whether only Spark's
@@ -534,14 +623,6 @@ class _Feed:
                 self._wait(lambda: ready() or self.rounds >= target, self.opts.timeout)
             drained = self.drained and not ready()
             end = self.plan_end(self._top(*caps), drained)
-            if end is None and drained and len(self.batches) == 1 and self.entries and not self.warned:
-                # The server's store is full of one GET's batch, which a micro-batch cannot end in.
-                self.warned = True
-                log.warning(
-                    "%s: the server's store is full with one batch of %d entries and no transaction "
-                    "end: lower fetchSize (%d) below half the server's store",
-                    self.where(), len(self.entries), self.opts.fetch_size,
-                )  # fmt: skip
             return end, drained and bool(self.batches) and self.batches[0][1] <= self.floor.key
 
     def take(self, start: _Offset, end: _Offset) -> list[_Queued]:
@@ -639,8 +720,9 @@ class CanalStreamReader(DataSourceStreamReader):
         feed = self._runner()
         feed.sync(self._offset(start))
         end, idle = feed.plan()
+        feed.watch(end is not None or idle)
         if end is not None:
-            out = _to_offset(end)
+            out = feed.offset(end)
         elif idle:
             # Only Spark's commit of the last batch can free the server now, and Spark commits it
             # when it plans the next one: an empty micro-batch (the same position, a new tick).
@@ -649,6 +731,19 @@ class CanalStreamReader(DataSourceStreamReader):
             out = dict(start)
         if self.opts.snapshot is not None:
             out["snap"] = snap_after(self._snapshot_planner(), start)
+        return out
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """For Spark's progress (``sources[].latestOffset``): the last entry received, how many
+        are queued and for how long the runner has held entries it planned nothing from
+        (``stuck``, seconds: the job's progress line names a stall)."""
+        feed = self._feed
+        if feed is None:
+            return None
+        with feed.cond:
+            tail = feed.entries[-1] if feed.entries else None
+            out = _to_offset(tail) if tail is not None else {}
+            out.update(queued=len(feed.entries), stuck=round(feed.stuck(), 1))
         return out
 
     def _snapshot_planner(self) -> SnapshotPlanner:
@@ -663,10 +758,14 @@ class CanalStreamReader(DataSourceStreamReader):
             return snapshot_partitions(start, end, 0)
         entries = self._runner().take(first, last)
         bounds = [0, *_split(entries, self.opts.num_partitions), len(entries)]
+        # A batch that starts inside an event's entries numbers its rows on from the last one's.
+        resume = (start["file"], start["pos"], first.row) if first.row is not None else None
         out = []
         for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
             gtid = entries[a - 1].gtid if a else first.gtid
-            out.append(CanalPartition(i, [e.raw for e in entries[a:b] if e.read], gtid))
+            out.append(
+                CanalPartition(i, [e.raw for e in entries[a:b] if e.read], gtid, None if a else resume)
+            )
         return out + snapshot_partitions(start, end, len(out))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -675,7 +774,12 @@ class CanalStreamReader(DataSourceStreamReader):
             yield from read_snapshot_partition(self.opts.snapshot, partition, self.opts.stage)
         else:
             assert isinstance(partition, CanalPartition)
-            rows = EntryRows(accepts=self.accepts, timezone=self.opts.timezone, gtid=partition.gtid)
+            rows = EntryRows(
+                accepts=self.accepts,
+                timezone=self.opts.timezone,
+                gtid=partition.gtid,
+                resume=partition.resume,
+            )
             batches = rows.batches(partition.entries, _BATCH_ROWS)
             if self.opts.stage is None:
                 yield from batches

@@ -154,6 +154,7 @@ def start_pipeline(
     snapshot_parallelism: int | None = None,
     snapshot_reader: str | None = None,
     snapshot_server_ids: str | None = None,
+    stall_timeout: float | None = None,
 ) -> Pipeline:
     """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
     ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
@@ -164,7 +165,8 @@ def start_pipeline(
     the rows to the driver as files in the lake's stage, not through Spark; ``snapshot``
     ``"initial"``: the existing rows of the filter's tables first, read from ``source``
     (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot`` (``snapshot_reader``,
-    ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``); with a
+    ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``;
+    ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts); with a
     ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``).
     The session's checkpoint file manager, where unset, becomes ``CHECKPOINT_FILE_MANAGER``'s
     (``checkpoint_logs``)."""
@@ -183,6 +185,8 @@ def start_pipeline(
         reader = reader.option("batchSize", str(batch_size))
     if batch_bytes:
         reader = reader.option("batchBytes", str(batch_bytes))
+    if stall_timeout is not None:
+        reader = reader.option("stallTimeout", str(stall_timeout))
     if snapshot != "never" or source:
         reader = reader.option("snapshot", snapshot).option("source", source)
         reader = reader.option("sourceUser", source_user).option("sourcePassword", source_password)
@@ -236,6 +240,20 @@ def snapshot_progress(query: Any) -> str | None:
     return None
 
 
+def source_stuck(query: Any) -> str | None:
+    """ "N entries held for S s" when the source's last report (its ``latestOffset`` in Spark's
+    progress) says it holds entries it has planned nothing from; None otherwise."""
+    for source in (query.lastProgress or {}).get("sources", []):
+        latest = source.get("latestOffset")
+        try:
+            report = json.loads(latest) if isinstance(latest, str) else latest or {}
+        except ValueError:
+            continue
+        if isinstance(report, dict) and report.get("stuck", 0) >= 5:
+            return f"{report.get('queued', 0)} entries held for {report['stuck']:.0f} s"
+    return None
+
+
 def progress_line(pipeline: Pipeline, lake: str | Path) -> str:
     """One line of progress: micro-batches and rows taken, the last batch applied to the current
     state and how far behind the source it is (and the initial snapshot's progress)."""
@@ -255,12 +273,14 @@ def progress_line(pipeline: Pipeline, lake: str | Path) -> str:
         else "-"
     )
     snapshot = snapshot_progress(q)
+    stuck = source_stuck(q)
     return (
         f"batch {last.get('batchId', '-')}: {rows_of(last) if last else 0} rows in "
         f"{last.get('durationMs', {}).get('addBatch', 0)} ms; {rows} rows in the last "
         f"{len(q.recentProgress)} batches; applied up to batch "
         f"{applied['batch_id'] if applied else '-'} ({behind})"
         + (f"; snapshot {snapshot}" if snapshot else "")
+        + (f"; STALLED: the source made no micro-batch from {stuck} (stallTimeout acts)" if stuck else "")
     )
 
 

@@ -74,6 +74,7 @@ __all__ = [
     "EntryRows",
     "EventRows",
     "RowPosition",
+    "entry_row_count",
     "RowsError",
     "SNAPSHOT_DDL",
     "SnapshotRows",
@@ -715,6 +716,20 @@ def _joined(parts: list[tuple[str, str]]) -> str:
     for i, (literal, var) in enumerate(parts):
         items += [repr(("{" if i == 0 else ",") + literal), var]
     return f"join(({', '.join(items)}, '}}'))"
+
+
+def entry_row_count(entry: pb.Entry, accepts: TableFilter | None) -> int:
+    """How many row indexes ``EntryRows`` gives ``entry`` at its position (rows of a table the
+    filter takes): what a stream cut inside a position passes on as ``resume``."""
+    if entry.entryType != pb.ROWDATA:
+        return 0
+    change = pb.RowChange.FromString(entry.storeValue)
+    h = entry.header
+    if change.eventType not in _ROW_OPS or (
+        accepts is not None and not accepts.accepts(h.schemaName, h.tableName)
+    ):
+        return 0
+    return len(change.rowDatas)
 
 
 class EntryRows(_RowSource["pb.Entry | bytes"]):
