@@ -13,6 +13,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -67,9 +68,16 @@ def wait_listening(port: int, proc: subprocess.Popen, log: Path) -> None:
     raise AssertionError(f"server not listening:\n{log.read_text()}")
 
 
+class Served(NamedTuple):
+    address: str
+    metrics: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
 @contextlib.contextmanager
-def served(db: PrivateMariaDB, tmp_path: Path, start: tuple[str, int]) -> Iterator[str]:
-    """A ``pycanal server`` process from ``start`` (filter ``pycanal.cli_orders``); its address."""
+def served(db: PrivateMariaDB, tmp_path: Path, start: tuple[str, int]) -> Iterator[Served]:
+    """A ``pycanal server`` process from ``start`` (filter ``pycanal.cli_orders``), listening."""
     port, metrics = free_port(), free_port()
     conf = tmp_path / "conf"
     write_conf(conf, db, port, metrics, start)
@@ -80,10 +88,11 @@ def served(db: PrivateMariaDB, tmp_path: Path, start: tuple[str, int]) -> Iterat
         )
     try:
         wait_listening(port, proc, log)
-        yield f"127.0.0.1:{port}"
+        yield Served(f"127.0.0.1:{port}", metrics, proc, log)
     finally:
-        proc.kill()
-        proc.wait()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def tail_lines(address: str, limit: int, *more: str) -> list[str]:
@@ -111,10 +120,10 @@ def test_tail_limit_acks_the_batches_it_printed(db: PrivateMariaDB, tmp_path: Pa
     db.execute("CREATE TABLE pycanal.cli_orders (id INT PRIMARY KEY, item VARCHAR(20), qty INT)")
     start = db.current_binlog()
     db.execute("INSERT INTO pycanal.cli_orders VALUES (1, 'apple', 3)")
-    with served(db, tmp_path, start) as address:
-        first = tail_lines(address, 1)
+    with served(db, tmp_path, start) as server:
+        first = tail_lines(server.address, 1)
         db.execute("INSERT INTO pycanal.cli_orders VALUES (2, 'pear', 5)")
-        second = tail_lines(address, 1)
+        second = tail_lines(server.address, 1)
     assert "item : apple type=varchar(20) update=true" in first
     assert "item : pear type=varchar(20) update=true" in second
     assert "item : apple type=varchar(20) update=true" not in second  # the first run acked it
@@ -134,8 +143,8 @@ def test_tail_and_dump_print_one_layout(db: PrivateMariaDB, tmp_path: Path) -> N
     source += ["--password", db.repl_password, "--filter", "pycanal\\.cli_orders", "--stop-at-end"]
     dumped = subprocess.run([*source, "--start", f"{start[0]}:{start[1]}"], capture_output=True, text=True)
     assert dumped.returncode == 0, dumped.stderr
-    with served(db, tmp_path, start) as address:
-        tailed = tail_lines(address, 3)
+    with served(db, tmp_path, start) as server:
+        tailed = tail_lines(server.address, 3)
     assert body(tailed) == body(dumped.stdout.splitlines())
     assert "----------------> binlog" in "\n".join(
         tailed
@@ -150,17 +159,8 @@ def test_server_and_tail(db: PrivateMariaDB, tmp_path: Path) -> None:
     start = db.current_binlog()
     db.execute("INSERT INTO pycanal.cli_orders VALUES (1, 'apple', 3), (2, 'pear', 5)")
     db.execute("UPDATE pycanal.cli_orders SET qty = 4 WHERE id = 1")
-    port, metrics = free_port(), free_port()
-    conf = tmp_path / "conf"
-    write_conf(conf, db, port, metrics, start)
-    log = tmp_path / "server.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*PYCANAL, "server", "--conf", str(conf)], stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_listening(port, proc, log)
-        addr = f"127.0.0.1:{port}"
+    with served(db, tmp_path, start) as server:
+        addr, metrics, proc, log = server
         bad = subprocess.run(
             [
                 *PYCANAL,
@@ -202,7 +202,3 @@ def test_server_and_tail(db: PrivateMariaDB, tmp_path: Path) -> None:
         server_log = log.read_text()
         assert "event=server-stopped" in server_log
         assert "s3cret" not in server_log and password_hash("s3cret") not in server_log
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
