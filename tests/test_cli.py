@@ -155,19 +155,3 @@ def test_pipeline_refuses_a_class_archive_that_is_not_there(tmp_path: Path) -> N
     )
     assert done.returncode == 2 and f"class archive {missing}: no such file" in done.stderr
     assert not (tmp_path / "lake").exists()  # refused before any Spark or lake work
-    job = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pycanal.spark.job",
-            "--address",
-            "127.0.0.1:1",
-            "--lake",
-            str(tmp_path / "lake"),
-        ]
-        + ["--class-archive", str(missing)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )  # the same command
-    assert (job.returncode, job.stderr) == (2, done.stderr) and not (tmp_path / "lake").exists()

@@ -1,6 +1,5 @@
 """Issue 6's end-to-end test: a random shop workload with DDL streams from the private MariaDB
-through a pycanal server into the lake (``python -m pycanal.spark.job``, its own driver process,
-restarted as ``pycanal pipeline``), on ``local[*]`` and on a Spark standalone cluster (where
+through a pycanal server into the lake (``pycanal pipeline``, its own driver process), on ``local[*]`` and on a Spark standalone cluster (where
 the executors write the current-state tables);
 the driver is SIGKILLed mid-stream (its whole process group: Python, JVM, workers) and started
 again from its checkpoint. At the end every table equals its source value by value, and the
@@ -41,12 +40,12 @@ def db() -> Iterator[PrivateMariaDB]:
 
 
 def start_job(
-    lake: Path, port: int, log: Path, master: str, cli: bool = False, cache: Path | None = None
+    lake: Path, port: int, log: Path, master: str, progress: bool = False, cache: Path | None = None
 ) -> subprocess.Popen:
-    """The job as ``python -m pycanal.spark.job``, or (``cli``) as ``pycanal pipeline``; on a
-    cluster the executors write the current-state tables (``--apply-on executors``). ``cache``:
-    another cache directory (where no class archive was made)."""
-    command = ["pycanal.cli", "pipeline", "--progress", "1"] if cli else ["pycanal.spark.job"]
+    """The job, ``pycanal pipeline`` (``progress``: a progress line a second); on a cluster the
+    executors write the current-state tables (``--apply-on executors``). ``cache``: another cache
+    directory (where no class archive was made)."""
+    command = ["pycanal.cli", "pipeline", *(["--progress", "1"] if progress else [])]
     env = os.environ | ({"PYCANAL_CACHE_DIR": str(cache)} if cache is not None else {})
     with log.open("ab") as out:
         return subprocess.Popen(
@@ -129,7 +128,7 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, cluster: Any, tmp_path:
         job.wait()
         killed_at = commits(lake)
         time.sleep(2)  # the workload goes on while no driver runs
-        job = start_job(lake, tcp.port, log, master, cli=True)
+        job = start_job(lake, tcp.port, log, master, progress=True)
         writer.join()
         assert work.error is None, work.error
         expected = binlog_positions(db, start)

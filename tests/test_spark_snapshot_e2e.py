@@ -108,9 +108,9 @@ class Writer:
 
 
 def start_job(
-    lake: Path, port: int, db: PrivateMariaDB, log: Path, master: str, cli: bool = False
+    lake: Path, port: int, db: PrivateMariaDB, log: Path, master: str, progress: bool = False
 ) -> subprocess.Popen:
-    command = ["pycanal.cli", "pipeline", "--progress", "1"] if cli else ["pycanal.spark.job"]
+    command = ["pycanal.cli", "pipeline", *(["--progress", "1"] if progress else [])]
     args = [
         "--address", f"127.0.0.1:{port}", "--destination", "snap", "--filter", f"{DB}\\..*", "--lake", str(lake),
         "--trigger", "500 milliseconds", "--master", master, "--snapshot", "initial",
@@ -182,7 +182,7 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
         job.wait()
         killed_at = ChangeLog(lake).last_batch()
         time.sleep(1)  # the writer goes on while no driver runs
-        job = start_job(lake, tcp.port, db, log, master, cli=True)
+        job = start_job(lake, tcp.port, db, log, master, progress=True)
         # A schema change mid-snapshot, on a table not read yet: its chunks have the new column
         # before the stream brings the ALTER to the lake.
         db.execute(f"ALTER TABLE {DB}.t_int ADD COLUMN extra INT NOT NULL DEFAULT 7")
@@ -264,7 +264,7 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB
             "--source-password", db.repl_password, "--snapshot-chunk-rows", "300",
         ]  # fmt: skip
         with log.open("ab") as out:
-            return subprocess.Popen([sys.executable, "-m", "pycanal.spark.job", *args], stdout=out,
+            return subprocess.Popen([sys.executable, "-m", "pycanal.cli", "pipeline", *args], stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
     first = job(f"{DB}\\.t_(int|str)")

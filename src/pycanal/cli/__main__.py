@@ -1,5 +1,7 @@
-"""``python -m pycanal.cli``: the ``pycanal`` command."""
+"""``python -m pycanal.cli`` (or this file as a script, as spark-submit runs one): the ``pycanal``
+command."""
 
 from pycanal.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -116,7 +116,7 @@ def pipeline(
     ] = None,
 ) -> None:
     """Stream a destination into a lake (change log + current-state Delta tables) exactly once,
-    until SIGTERM or Ctrl-C. `python -m pycanal.spark.job` takes the same options."""
+    until SIGTERM or Ctrl-C."""
     if bool(address) == bool(zk_servers):
         raise CliError("give one of --address HOST:PORT and --zk-servers HOST:PORT[,...]")
     if address:

@@ -1,7 +1,6 @@
 """The streaming job: a pycanal (or Canal) server's changes applied to a lake, exactly once.
 
     pycanal pipeline --address 127.0.0.1:11111 --destination example --lake /lake/shop [--master URL]
-    python -m pycanal.spark.job --address 127.0.0.1:11111 --destination example --lake /lake/shop
 
 is ``spark.readStream.format("canal") -> foreachBatch(ChangeApplier(background=True))`` (the
 current state of a micro-batch is applied while Spark reads the next one) with the checkpoint
@@ -329,9 +328,3 @@ def run(
     finally:
         spark.stop()
     return 0
-
-
-if __name__ == "__main__":  # `python -m pycanal.spark.job` (spark-submit's script): `pycanal pipeline`
-    from pycanal.cli import main
-
-    main(["pipeline", *sys.argv[1:]])
