@@ -5,7 +5,8 @@ uses (alibaba/canal e20e4424, 1.1.9-SNAPSHOT): ``LogEventConvert.parseQueryEvent
 ``DruidDdlParser.parse`` (DDP), Canal's default ``useDruidDdlFilter``. ``LEC:299`` is
 ``rowChangeBuilder.setIsDdl(!isDml)``: every QUERY-event entry Canal emits has isDdl set, true unless
 the statement is INSERT/UPDATE/DELETE (Canal <= 1.1.4 left it unset for the QUERY type; 1.1.5
-changed it, commit de1dd706). Statements DDP names nothing in get no entry from Canal at all
+changed it, commit de1dd706). Every row was also run through Canal 1.1.7's own ``DruidDdlParser``
+(``tests/test_canal_reference.py::test_ddl_classifier_as_canal``). Statements DDP names nothing in get no entry from Canal at all
 (``LEC:278-280``); pycanal emits them as informational QUERY entries without isDdl (docs/
 compatibility.md, "Canal parity").
 """
@@ -52,8 +53,16 @@ TABLE = [
     # -- statement DML (STATEMENT/MIXED binlogs): isDdl false (LEC:283, 299), the table written
     ("INSERT INTO t VALUES (1)", "shop", ("INSERT", False, "shop", "t")),  # DDP:150-155
     ("UPDATE other.t SET c = 1", "shop", ("UPDATE", False, "other", "t")),  # DDP:156-162
-    ("UPDATE a JOIN b ON a.id = b.id SET a.c = 1", "shop", ("UPDATE", False, "shop", "")),  # DDP:158 null
+    # DDP:158-161 update.getTableName(): Druid 1.2.17 (Canal 1.1.7) gives a join's left table when it
+    # is a plain table, so two table sources name the first, three (a nested join) none -- seen live
+    # (tests/test_canal_reference.py); this row said "no table" before.
+    ("UPDATE a JOIN b ON a.id = b.id SET a.c = 1", "shop", ("UPDATE", False, "shop", "a")),
+    ("UPDATE a, b, c SET a.c = 1", "shop", ("UPDATE", False, "shop", "")),
     ("DELETE FROM t WHERE id = 1", "shop", ("DELETE", False, "shop", "t")),  # DDP:163-169
+    # DDP:167 delete.getTableName(): the one target (as written, an alias too), none for several
+    ("DELETE t1 FROM t t1 JOIN u ON t1.id = u.id", "shop", ("DELETE", False, "shop", "t1")),
+    ("DELETE FROM t USING t JOIN u", "shop", ("DELETE", False, "shop", "t")),
+    ("DELETE t, u FROM t JOIN u", "shop", ("DELETE", False, "shop", "")),
     # -- no DDP result, so no Canal entry (LEC:278-280): accounts, ALTER DATABASE, views, routines,
     #    triggers, events, savepoints inside a transaction, REPLACE (MySqlReplaceStatement is no
     #    SQLInsertStatement), maintenance statements; Druid parses all of these.

@@ -215,8 +215,45 @@ def test_filter_values() -> None:
     # ... processFilter: filterQueryDcl drops the QUERY type (database statements included), no DDL.
     f = EventFilters.from_settings({"query.dcl": True})
     assert f.drops_query(pb.QUERY) and not f.drops_query(pb.CREATE) and not f.drops_query(pb.UPDATE)
+    # LEC:222-239: XA COMMIT / ROLLBACK entries are built before any filter is looked at (seen
+    # against Canal 1.1.7, tests/test_canal_reference.py).
+    for settings in ({"query.ddl": True}, {"query.dcl": True}, {"query.dml": True}):
+        f = EventFilters.from_settings(settings)
+        assert not f.drops_query(pb.XACOMMIT) and not f.drops_query(pb.XAROLLBACK)
     with pytest.raises(FieldFilterError, match="canal.instance.filter.field: 'shop' is not"):
         FieldFilter("shop")
     with pytest.raises(FieldFilterError, match="black.field: 'a.b:' names no column"):
         FieldFilter("", "a.b:")
     assert not FieldFilter("", "")
+
+
+def _event(cls, pos: int, **fields):
+    return cls(0, 1700000000, 1, 40, pos + 40, 0, pos, "bin.000001", **fields)
+
+
+def test_query_filters_on_events_without_a_table() -> None:
+    """Canal's LogEventConvert: USER_VAR/INTVAR/RAND entries go only under ``filter.query.dml``;
+    a DDL naming several tables passes when any does (the Header names the first)."""
+    from pycanal.binlog import events as ev
+    from pycanal.parse.filter import TableFilter
+    from pycanal.parse.logevent import LogEventConvert
+    from pycanal.parse.rawentry import RawEntryConverter
+
+    variables = [
+        _event(ev.IntvarEvent, 100, kind=2, value=7),
+        _event(ev.RandEvent, 200, seed1=1, seed2=2),
+        _event(ev.UserVarEvent, 300, name="v", is_null=False, value_type=2, value=5),
+    ]
+    drop = _event(ev.QueryEvent, 400, schema="skip", query="DROP TABLE skip.a, keep.b")
+
+    def entries(settings: dict[str, bool], event) -> list[pb.Entry]:
+        convert = LogEventConvert(
+            RawEntryConverter(), TableFilter(r"keep\..*"), EventFilters.from_settings(settings), None, print
+        )
+        return [pb.Entry.FromString(r.raw) for r in convert.records(event)]
+
+    for settings, kept in (({"query.dcl": True}, 1), ({"query.ddl": True}, 1), ({"query.dml": True}, 0)):
+        assert [len(entries(settings, e)) for e in variables] == [kept] * 3, settings
+    (entry,) = entries({}, drop)
+    assert (entry.header.schemaName, entry.header.tableName) == ("skip", "a")
+    assert entries({}, _event(ev.QueryEvent, 500, schema="skip", query="DROP TABLE skip.a, skip.b")) == []

@@ -85,17 +85,25 @@ CASES = [
     ("DROP VIEW IF EXISTS v", []),
     ("SAVEPOINT s", []),
     ("REPLACE INTO t VALUES (1)", []),  # MySqlReplaceStatement is no SQLInsertStatement
-    # Statement DML: the table written, none for a multi-table statement
+    # Statement DML: the table Druid's getTableName gives (Canal 1.1.7, seen live): a multi-table
+    # UPDATE's first table when two table sources join, a DELETE's one target (as written)
     ("INSERT INTO t VALUES (1)", [("INSERT", "d", "t", None, None)]),
     ("INSERT LOW_PRIORITY IGNORE s.t (a) SELECT 1", [("INSERT", "s", "t", None, None)]),
     ("UPDATE t SET a = 1", [("UPDATE", "d", "t", None, None)]),
     ("UPDATE s.t AS x SET a = 1", [("UPDATE", "s", "t", None, None)]),
     ("UPDATE `t` x SET a = 1", [("UPDATE", "d", "t", None, None)]),
-    ("UPDATE a, b SET a.x = b.x", [("UPDATE", "d", None, None, None)]),
-    ("UPDATE a JOIN b ON a.id = b.id SET a.x = 1", [("UPDATE", "d", None, None, None)]),
+    ("UPDATE a, b SET a.x = b.x", [("UPDATE", "d", "a", None, None)]),
+    ("UPDATE a JOIN b ON a.id = b.id SET a.x = 1", [("UPDATE", "d", "a", None, None)]),
+    ("UPDATE s.a x LEFT JOIN (b JOIN c ON b.i = c.i) ON x.i = b.i SET x.v = f(1, 2)", [("UPDATE", "s", "a", None, None)]),
+    ("UPDATE a JOIN b JOIN c SET a.x = 1", [("UPDATE", "d", None, None, None)]),
+    ("UPDATE a, b, c SET a.x = 1", [("UPDATE", "d", None, None, None)]),
     ("DELETE FROM t", [("DELETE", "d", "t", None, None)]),
     ("DELETE QUICK FROM s.t WHERE a = 1", [("DELETE", "s", "t", None, None)]),
-    ("DELETE a FROM a JOIN b ON a.id = b.id", [("DELETE", "d", None, None, None)]),
+    ("DELETE a FROM a JOIN b ON a.id = b.id", [("DELETE", "d", "a", None, None)]),
+    ("DELETE t1 FROM a t1 JOIN b", [("DELETE", "d", "t1", None, None)]),
+    ("DELETE FROM s.a USING s.a JOIN b", [("DELETE", "s", "a", None, None)]),
+    ("DELETE a, b FROM a JOIN b ON a.id = b.id", [("DELETE", "d", None, None, None)]),
+    ("DELETE FROM a, b USING a JOIN b", [("DELETE", "d", None, None, None)]),
 ]  # fmt: skip
 
 

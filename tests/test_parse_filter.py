@@ -110,5 +110,10 @@ def test_ddl_filtered_by_its_table():
     assert not f.accepts_ddl(parse_ddl("CREATE TABLE t (a int)", "skip"))
     # Several tables: delivered when any is of interest.
     assert f.accepts_ddl(parse_ddl("DROP TABLE skip.a, keep.b", None))
+    # A RENAME with a black list: dropped only when both names are black (LogEventConvert.processFilter).
+    b = TableFilter(r"keep\..*", r"keep\.black.*")
+    assert b.accepts_ddl(parse_ddl("RENAME TABLE keep.black1 TO keep.t", None))
+    assert b.accepts_ddl(parse_ddl("RENAME TABLE skip.t TO keep.black1", None))
+    assert not b.accepts_ddl(parse_ddl("RENAME TABLE keep.black1 TO keep.black2", None))
     # Statements without a table are not table-specific.
     assert f.accepts_ddl(parse_ddl("CREATE DATABASE other", None))

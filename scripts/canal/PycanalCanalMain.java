@@ -124,6 +124,12 @@ public final class PycanalCanalMain {
                 embedded.start(destination);
             } finally {
                 MDC.remove("destination");
+                // Canal 1.1.8's fix of issue #4907 (commit c8ef9552): 1.1.7's parser "resets" the TSDB's
+                // system properties to "" after building its TSDB, and "" then overrides the next
+                // destination's canal.instance.tsdb.url, so a second TSDB destination never starts.
+                System.getProperties().remove("canal.instance.tsdb.url");
+                System.getProperties().remove("canal.instance.tsdb.dbUsername");
+                System.getProperties().remove("canal.instance.tsdb.dbPassword");
             }
         }
 

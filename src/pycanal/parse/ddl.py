@@ -1483,6 +1483,17 @@ def _sqlglot_module():
     return _sqlglot
 
 
+def preload() -> None:
+    """Import sqlglot with its MySQL dialect (which sqlglot imports on first use) now.
+
+    For a process about to fork a converter from a threaded server: a module that another thread is
+    importing at the moment of the fork stays locked in the child, whose first import of it then
+    waits forever (its import lock has no owner there). Importing here waits for such an import to
+    finish, so the child never imports sqlglot itself. Found with three destinations starting at
+    once (tests/test_canal_reference.py::test_where_canal_stops)."""
+    _sqlglot_module().parse_one("ALTER TABLE t ADD c int", read="mysql")
+
+
 def _sg_table(node, default_schema: str | None) -> TableName | None:
     from sqlglot import exp
 
@@ -1636,10 +1647,34 @@ _CLAUSES = frozenset({"SET", "WHERE", "ORDER", "LIMIT", "PARTITION", "RETURNING"
 _JOINS = frozenset({"JOIN", "INNER", "CROSS", "LEFT", "RIGHT", "NATURAL", "STRAIGHT_JOIN", "USING"})
 
 
+def _one_join(p: _Parser) -> bool:
+    """From a join operator after an UPDATE's first table: the table list up to SET joins exactly two
+    table sources (one JOIN keyword or comma outside parentheses)."""
+    depth = joins = 0
+    for k in range(p.i, len(p.toks)):
+        t = p.toks[k]
+        if t.kind == "punct":
+            if t.value == "(":
+                depth += 1
+            elif t.value == ")":
+                depth -= 1
+            elif t.value == "," and depth == 0:
+                joins += 1
+        elif t.kind == "word" and depth == 0:
+            if t.upper == "SET":
+                break
+            if t.upper in ("JOIN", "STRAIGHT_JOIN"):
+                joins += 1
+    return joins == 1
+
+
 def _dml_results(verb: str, tokens: list[Token], default_schema: str | None) -> list[DdlResult]:
-    """DruidDdlParser.parse for a statement DML: INSERT, UPDATE or DELETE with the one table it
-    writes (none for a multi-table UPDATE or DELETE); REPLACE is no ``SQLInsertStatement`` there,
-    so it gives no result."""
+    """DruidDdlParser.parse for a statement DML: INSERT, UPDATE or DELETE with the table Druid's
+    ``getTableName`` gives. A DELETE names its target when it has one (``DELETE t1 FROM a t1 JOIN
+    b`` names ``t1``, as written), none for several; a multi-table UPDATE names its first table when
+    it joins two table sources (the left side of the join; ``a JOIN b JOIN c`` nests a join on the
+    left, so no name). REPLACE is no ``SQLInsertStatement`` there, so it gives no result. Checked
+    against Canal 1.1.7's DruidDdlParser (tests/test_canal_reference.py)."""
     if verb == "REPLACE":
         return []
     p = _Parser("", tokens)
@@ -1648,15 +1683,23 @@ def _dml_results(verb: str, tokens: list[Token], default_schema: str | None) -> 
         p.i = 1
         while p.word() in _DML_FILLERS:
             p.i += 1
-        if verb == "DELETE" and not p.accept("FROM"):
-            raise p.error("multi-table DELETE")
-        table = p.table_name().qualified(default_schema)
-        if verb != "INSERT":
+        if verb == "DELETE":
+            # Druid names the one target: DELETE FROM t ..., DELETE FROM t USING ..., DELETE t FROM ...
+            # (the target as written, an alias too); several targets (a comma) name none.
+            p.accept("FROM")
+            table = p.table_name().qualified(default_schema)
+            if p.punct() == "." and p.punct(1) == "*":
+                p.i += 2
+            if p.punct() == ",":
+                table = None
+        else:
+            table = p.table_name().qualified(default_schema)
+        if verb == "UPDATE":
             if p.accept("AS"):
                 p.advance()
             elif p.peek() is not None and p.punct() is None and p.word() not in _CLAUSES | _JOINS:
                 p.advance()  # an alias
-            if p.word() in _JOINS or p.punct() == ",":
+            if (p.word() in _JOINS or p.punct() == ",") and not _one_join(p):
                 table = None
     except DdlParseError:
         table = None

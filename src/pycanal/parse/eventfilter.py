@@ -4,11 +4,13 @@
 
 * ``rows`` (``filter.rows``): every row change;
 * ``insert`` / ``update`` / ``delete`` (``filter.dml.*``): row changes of that kind;
-* ``query_dml`` (``filter.query.dml``): QUERY events holding DML (statement-based rows), and
-  the SQL text logged before rows events (ROWS_QUERY, MariaDB's ANNOTATE_ROWS);
+* ``query_dml`` (``filter.query.dml``): QUERY events holding DML (statement-based rows), the
+  SQL text logged before rows events (ROWS_QUERY, MariaDB's ANNOTATE_ROWS) and the ``SET``
+  entries of USER_VAR/INTVAR/RAND events (the only query filter those see, as in Canal);
 * ``query_ddl`` (``filter.query.ddl``): DDL entries (the schema history still applies them,
   so later rows keep decoding with the right columns);
-* ``query_dcl`` (``filter.query.dcl``): the remaining QUERY entries (GRANT, REVOKE, SET, ...);
+* ``query_dcl`` (``filter.query.dcl``): the remaining QUERY entries (GRANT, REVOKE, ...);
+  XA COMMIT/ROLLBACK entries pass every query filter (Canal builds them before filtering);
 * ``table_error`` (``filter.table.error``): a rows event whose TABLE_MAP is missing is dropped
   with a warning instead of stopping the parser (an explicit opt-in: counted in
   ``skipped_table_errors``, never silent).
@@ -33,6 +35,7 @@ __all__ = ["EventFilters", "FieldFilter", "FieldFilterError"]
 
 _DML = frozenset({pb.INSERT, pb.UPDATE, pb.DELETE})
 _DDL = frozenset({pb.CREATE, pb.ALTER, pb.ERASE, pb.RENAME, pb.TRUNCATE, pb.CINDEX, pb.DINDEX})
+_XA_OUTCOME = frozenset({pb.XACOMMIT, pb.XAROLLBACK})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +82,10 @@ class EventFilters:
         """Whether a ROWDATA entry built from a QUERY event (``event_type`` of its header) is
         dropped: as LogEventConvert.processFilter and parseQueryEvent, ``query.ddl`` drops every
         one, ``query.dml`` statement DML, ``query.dcl`` the QUERY type (database statements and
-        statements on no table)."""
+        statements on no table). XA COMMIT/ROLLBACK entries are never dropped: Canal builds them
+        before it looks at any filter."""
+        if event_type in _XA_OUTCOME:
+            return False
         if self.query_ddl:
             return True
         if event_type in _DML:

@@ -121,21 +121,28 @@ class TableFilter:
         return self.white.filter(name) and not self.black.filter(name)
 
     def accepts_ddl(self, results: Iterable) -> bool:
-        """The DDL filter over the ``DdlResult``s of one statement.
+        """The DDL filter over the ``DdlResult``s of one statement (Canal's
+        ``LogEventConvert.processFilter``).
 
-        A result passes when its table passes; a RENAME passes if either its old or its new name
-        passes. The statement passes when any of its table results passes (``DROP TABLE a, b`` is
-        delivered when ``a`` is of interest), or when none of its results names a table (database
-        statements and other queries are not table-specific).
+        A result passes when its table passes; a RENAME (a result with an old name) when the white
+        list accepts its old or its new name and the black list does not name both. The statement
+        passes when any of its table results passes (``DROP TABLE a, b`` is delivered when ``b`` is
+        of interest), or when none of its results names a table (database statements and other
+        queries are not table-specific).
         """
         tabled = False
         for r in results:
             if r.table is None:
                 continue
             tabled = True
-            if self.accepts(r.schema, r.table):
-                return True
-            if r.ori_table is not None and self.accepts(r.ori_schema, r.ori_table):
+            ori_table = getattr(r, "ori_table", None)
+            if ori_table is None:
+                if self.accepts(r.schema, r.table):
+                    return True
+                continue
+            new, old = f"{r.schema or ''}.{r.table}", f"{r.ori_schema or ''}.{ori_table}"
+            white = self.white.filter(new) or self.white.filter(old)
+            if white and not (self.black.filter(new) and self.black.filter(old)):
                 return True
         return not tabled
 

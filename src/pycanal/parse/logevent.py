@@ -27,6 +27,8 @@ __all__ = ["LogEventConvert"]
 
 _DML = frozenset({pb.INSERT, pb.UPDATE, pb.DELETE})
 _NO_ENTRY = (ev.TableMapEvent, ev.RotateEvent, ev.FormatDescriptionEvent)
+# Canal's LogEventConvert drops the entries of these events under filter.query.dml only.
+_DML_TEXT = (ev.RowsQueryEvent, ev.UserVarEvent, ev.IntvarEvent, ev.RandEvent)
 
 
 class LogEventConvert:
@@ -100,6 +102,18 @@ class LogEventConvert:
             accepted = self._verdicts[name] = self.table_filter.accepts(*name)
         return accepted and not self.filters.drops_rows(e.kind)
 
+    def _ddl_passes(self, event: ev.Event) -> bool:
+        """Canal keeps a DDL when any table it names passes the filter (``DROP TABLE a, b``, a
+        RENAME's old name), while the Header names only the first: classify the statement again."""
+        if not isinstance(event, ev.QueryEvent):
+            return False
+        try:
+            results = self.converter.entries.ddl_classifier(event.query, event.schema or None)
+        except Exception:  # noqa: BLE001 - the entry was classified once already; keep the first answer
+            return False
+        tabled = [r for r in results if getattr(r, "table", None)]
+        return bool(tabled) and self.table_filter.accepts_ddl(tabled)
+
     def _filtered(self, record: Event, event: ev.Event, rows_event: bool) -> Event | None:
         """A ROWDATA record through the filters that read its Header: the table filter and the
         query filters for entries from QUERY events, the field filter; None when dropped."""
@@ -107,12 +121,14 @@ class LogEventConvert:
         entry = pb.Entry.FromString(record.raw)  # type: ignore[arg-type]
         header = entry.header
         if not rows_event:
-            # A QUERY entry: DDL is filtered by its table (rows events were filtered before).
+            # A QUERY entry: DDL is filtered by its tables (rows events were filtered before).
             if header.eventType not in _DML and header.tableName:
-                if not self.table_filter.accepts(header.schemaName, header.tableName):
+                if not self.table_filter.accepts(
+                    header.schemaName, header.tableName
+                ) and not self._ddl_passes(event):
                     return None
             if filters.drops_queries:
-                if isinstance(event, ev.RowsQueryEvent):  # the SQL behind rows: DML
+                if isinstance(event, _DML_TEXT):  # the SQL behind rows, SET statements: DML only
                     if filters.query_dml:
                         return None
                 elif filters.drops_query(header.eventType):

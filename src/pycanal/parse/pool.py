@@ -202,6 +202,7 @@ class _Worker:
         self.inbox = mmap.mmap(-1, in_slot * depth)
         self.outbox = mmap.mmap(-1, out_slot * depth)
         self.sent = 0  # windows sent: window n uses slot n % depth of both areas
+        preload_for_fork()
         try:
             self.pid = os.fork()
         except OSError:
@@ -261,6 +262,19 @@ class _Worker:
         if self.exitcode is None:
             return f"conversion worker {self.number} (pid {self.pid})"
         return f"conversion worker {self.number} (pid {self.pid}) exited with code {self.exitcode}"
+
+
+def preload_for_fork() -> None:
+    """Import what a forked converter would otherwise import lazily (sqlglot and its dialect for
+    DDL, the JSON decoder, zstd for TRANSACTION_PAYLOAD), in the forking thread, before the fork:
+    in a threaded process a module being imported by another thread at the fork is locked for
+    good in the child (see :func:`pycanal.parse.ddl.preload`)."""
+    from pycanal.binlog import jsonb  # noqa: F401 - imported for its side effect
+    from pycanal.parse import ddl
+
+    ddl.preload()
+    with contextlib.suppress(ImportError):
+        import zstandard  # noqa: F401
 
 
 def _close_fds_but(*keep: int) -> None:

@@ -26,7 +26,10 @@ sees GTID events when the Headers carry the GTID set (``canal.instance.gtidon``)
 back in order: the records of the events before a failed event, then
 its error (the same exception type: ``TableIdNotFoundError`` still rewinds the parser). A worker
 that dies raises :class:`ConvertWorkerError`. The worker closes every file descriptor it
-inherited but its pipes and stdio, ignores SIGINT, and leaves when its pipes close.
+inherited but its pipes and stdio, ignores SIGINT, and leaves when its pipes close. What it would
+import lazily (sqlglot for DDL, ...) is imported before the fork: a server forks one worker per
+destination from a threaded process, where a module being imported by another thread at the fork
+stays locked in the child (:func:`pycanal.parse.pool.preload_for_fork`).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from pycanal.binlog.tablemap import TableMap
 from pycanal.heap import settle
 from pycanal.parse.filter import RegexFilter
 from pycanal.parse.logevent import LogEventConvert
-from pycanal.parse.pool import _close_fds_but, _pipe_size
+from pycanal.parse.pool import _close_fds_but, _pipe_size, preload_for_fork
 from pycanal.store.event import Event
 
 __all__ = ["UNDECODED", "ConvertWorker", "ConvertWorkerError"]
@@ -110,6 +113,7 @@ class ConvertWorker:
         results_in, results_out = os.pipe()
         self.capacity = _pipe_size(jobs_out)
         _pipe_size(results_out)
+        preload_for_fork()
         try:
             self.pid = os.fork()
         except OSError:

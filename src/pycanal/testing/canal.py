@@ -34,7 +34,11 @@ Which Canal, and how it is run (found out for issue 36)
   server in Spring mode, and loads an MQ producer by Canal's ``ExtensionLoader`` for
   ``canal.serverMode`` other than ``tcp``. It has no ZooKeeper, admin port or instance auto-scan. It
   keeps 1.1.8's rule that ``canal.user`` needs ``canal.passwd`` (Canal issue #4941; 1.1.8's other
-  #4941 rule, ``canal.admin.passwd``, only applies with ``canal.admin.manager``, which is not used).
+  #4941 rule, ``canal.admin.passwd``, only applies with ``canal.admin.manager``, which is not used),
+  and 1.1.8's fix of issue #4907: 1.1.7's parser sets the TSDB's system properties to "" after
+  building its TSDB, which then override the next destination's ``canal.instance.tsdb.url``, so only
+  the first destination with the TSDB ever started; the launcher removes them after each
+  destination starts.
 * Java: OpenJDK 17 runs it as it is, no ``--add-opens`` needed (Canal 1.1.x is compiled for Java 8);
   Temurin 25 runs it too, printing only a ``sun.misc.Unsafe`` deprecation warning (Guava 22). The
   flags are :data:`JVM_FLAGS` (from Canal's ``startup.sh``) plus the heap and GC (``quick_start``).
@@ -60,6 +64,14 @@ What Canal 1.1.7 does against MariaDB 10.11 (seen here, for whoever compares it 
   passes any table filter.
 * ``Column.mysqlType`` is the DDL's text when the TSDB replayed the CREATE TABLE (``INT``), ``DESC``'s
   otherwise (``int(11)``).
+* A destination stops for good (the event fails, is retried every 10-20 s) on a YEAR column before a
+  numeric one (MariaDB's signedness bits), a column left NOT NULL by ADD/DROP PRIMARY KEY (both with
+  the TSDB), a MariaDB COMPRESSED column (its TABLE_MAP, whatever the filter) and, without the
+  TSDB, rows of a table renamed or dropped since. While a destination
+  is in that loop MariaDB sent no heartbeats to the other replicas of the server, Canal's and
+  pycanal's, whose dumps then timed out after 25 s (seen alike with a replica that starts and
+  closes a dump every 2 s). ``tests/test_canal_reference.py`` pins these and every entry-level
+  difference from pycanal.
 
 Logs land under the temporary directory (the JVM's working directory): ``logs/canal/canal.log`` and
 ``logs/<destination>/<destination>.log``; ``canal.out`` has the JVM's own output.
