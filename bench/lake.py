@@ -81,9 +81,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import e2e as e2e_bench  # noqa: E402
 import oltp as oltp_bench  # noqa: E402
 import pipeline as pipeline_bench  # noqa: E402
+import servers  # noqa: E402
 from pycanal.spark.changelog import change_log_files  # noqa: E402
 from pycanal.spark.cow import read_rows  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
@@ -306,14 +306,14 @@ def run_tables(
     db.execute(f"INSERT INTO `{schema}`.marker VALUES (1, 0)")
     port = free_port()
     conf = tmp / f"conf-{tables}"
-    e2e_bench.write_conf(conf, db, port, start, ".*", e2e_bench.shipped_settings())
+    servers.write_conf(conf, db, port, start, ".*", servers.shipped_settings())
     text = (
         (conf / "bench" / "instance.properties")
         .read_text()
         .replace(f"{db.database}\\\\.(.*)", f"{schema}\\\\..*")
     )
     (conf / "bench" / "instance.properties").write_text(text)
-    server = e2e_bench.start_server(conf, port, tmp / f"server-{tables}.log")
+    server = servers.start_server(conf, port, tmp / f"server-{tables}.log")
     lake = tmp / f"lake-{tables}"
     pipeline: Pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", destination="bench",
                                         trigger=args.trigger, batch_size=args.batch_size,

@@ -13,21 +13,24 @@ reader takes the same binlog file in one run:
    value touched).
 4. ``cli_jsonl``: ``pycanal binlog decode FILE --format jsonl > /dev/null`` (its own process, start-up
    included), against python-mysql-replication + ``json.dumps`` of every row;
-5. ``pycanal_server``: a ``pycanal server`` process (conf/'s store, started at the file's start) and
-   a ``SimpleConnector`` in this process that parses every Entry and RowChange and touches every
-   column value; the clock runs from the moment the destination took the subscription (it starts
-   parsing a few ms before) to the last transaction end.
+5. ``pycanal_server`` and ``canal``: a ``pycanal server`` process and Alibaba Canal 1.1.7 itself
+   (``bench/servers.py``: both with Canal's default settings, Canal with ``startup.sh``'s G1 and
+   heap), a fresh process per file, drained by the same ``SimpleConnector`` that parses every
+   Entry and RowChange and touches every column value: first a warm-up destination on another
+   MariaDB (an ``oltp_write_only`` run of a third of ``--events``: the JIT warms up), then the
+   file's destination, started by the subscription; the clock runs from it to the file's last
+   transaction end. The server's CPU seconds over the file (its process tree) and peak RSS.
 
-Ratios (same run, same file): pycanal server / python-mysql-replication and pycanal server /
-sysbench's write rate. One JSON object on stdout; progress on stderr. ``--profile DIR`` records a
-py-spy profile of the server (the GIL holder's stacks) while it drains the backlog. ``--pipeline``
+Ratios (same run, same file): pycanal server / Canal, / python-mysql-replication, / sysbench's
+write rate. One JSON object on stdout; progress on stderr. ``--profile DIR`` records a py-spy
+profile of the pycanal server (the GIL holder's stacks) while it drains the files. ``--pipeline``
 adds the Spark pipeline (``bench/pipeline.py --workload sysbench``: server -> ``format("canal")``
 -> change log + current-state Delta tables, oltp_write_only rounds with python-mysql-replication on
 each round's file): ``spark_pipeline`` takes a backlog the server holds in its store,
 ``spark_pipeline_with_parse`` one the server parses during the measured window (conf/'s settings).
 
-    .venv/bin/python bench/oltp.py [--events 15000] [--insert-events 20000] [--skip-pmr] [--profile DIR]
-        [--pipeline]
+    .venv/bin/python bench/oltp.py [--events 15000] [--insert-events 20000] [--skip-pmr] [--skip-canal]
+        [--profile DIR] [--filter-query-dml] [--pipeline]
 """
 
 from __future__ import annotations
@@ -49,12 +52,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decode as decode_bench  # noqa: E402
-from e2e import start_server, subscribed, write_conf  # noqa: E402
+import servers  # noqa: E402
 from pycanal.binlog import read_events  # noqa: E402
 from pycanal.binlog.events import RowsEvent, TransactionPayloadEvent, XidEvent  # noqa: E402
-from pycanal.client import SimpleConnector  # noqa: E402
-from pycanal.protocol import EntryProtocol_pb2 as pb  # noqa: E402
-from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB, mariadb_binlog_path  # noqa: E402
 
 _T0 = time.monotonic()
@@ -80,7 +80,10 @@ def sysbench(db: PrivateMariaDB, test: str, command: str, *args: str) -> str:
 def run_workload(
     db: PrivateMariaDB, test: str, events: int, threads: int, common: list[str]
 ) -> dict[str, Any]:
-    """One sysbench run alone in one binlog file: its file, rows, transactions and write rate."""
+    """One sysbench run alone in one binlog file: its file, rows, transactions and write rate. The
+    file starts a second after the last one ended: Canal (with its TSDB) looks a start position up
+    by its time and would begin in the file before when both share one."""
+    time.sleep(1.1)
     db.execute("FLUSH BINARY LOGS")
     path = db.binlog_files()[-1]
     t0 = time.perf_counter()
@@ -153,84 +156,6 @@ def pmr(db: PrivateMariaDB, path: Path, rows: int) -> dict[str, Any]:
     return {"wall_s": round(wall, 3), "rows_per_s": round(rows / wall)}
 
 
-def drain(conn: SimpleConnector, file: str, rows: int, txns: int, t0: float) -> dict[str, Any]:
-    """GET + ack until every row and transaction end arrived; parse and touch everything. The clock
-    starts when the destination took the subscription (it started parsing a few ms before)."""
-    n = ends = 0
-    cpu0 = time.process_time()
-    while n < rows or ends < txns:
-        msg = conn.get_without_ack(4096, timeout=200, unit="ms")
-        if msg.id == -1:
-            continue
-        for entry in msg.entries:
-            if entry.header.logfileName != file:
-                continue  # the server goes on into the next workload's file
-            if entry.entryType == pb.TRANSACTIONEND:
-                ends += 1
-                continue
-            if entry.entryType != pb.ROWDATA:
-                continue
-            change = pb.RowChange.FromString(entry.storeValue)
-            if change.eventType not in (pb.INSERT, pb.UPDATE, pb.DELETE):
-                continue
-            for row in change.rowDatas:
-                for c in row.beforeColumns:
-                    _ = c.value
-                for c in row.afterColumns:
-                    _ = c.value
-                n += 1
-        conn.ack(msg.id)
-    wall = time.perf_counter() - t0
-    if n != rows or ends != txns:
-        raise RuntimeError(
-            f"the server delivered {n:,} rows / {ends:,} transactions, expected {rows:,} / {txns:,}"
-        )
-    return {"wall_s": round(wall, 3), "rows_per_s": round(rows / wall), "txn_per_s": round(txns / wall),
-            "client_cpu_s": round(time.process_time() - cpu0, 3)}  # fmt: skip
-
-
-def pycanal_server(
-    db: PrivateMariaDB, w: dict[str, Any], tmp: Path, profile: Path | None, query_dml_filtered: bool = False
-) -> dict[str, Any]:
-    port = free_port()
-    conf = tmp / f"conf-{w['file'].name}-{port}"
-    write_conf(conf, db, port, (w["file"].name, 4), "sbtest.*")
-    with (Path(__file__).resolve().parent.parent / "conf" / "canal.properties").open() as f:
-        shipped = [line for line in f if line.startswith("canal.instance.memory.")]
-    with (conf / "bench" / "instance.properties").open("a") as f:
-        f.writelines(shipped)  # conf/'s store
-        if query_dml_filtered:  # Canal's switch for the SQL behind rows events: not even fetched
-            f.write("canal.instance.filter.query.dml = true\n")
-    proc = start_server(conf, port, tmp / "server.log")
-    spy = None
-    try:
-        conn = subscribed(port)
-        t0 = time.perf_counter()
-        if profile is not None:
-            profile.mkdir(parents=True, exist_ok=True)
-            out = profile / f"server-{w['file'].name}.txt"
-            spy = subprocess.Popen([_py_spy(), "record", "--pid", str(proc.pid), "--format", "raw", "--rate", "200",
-                                    "--threads", "--gil", "--subprocesses", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-        c0 = cpu_of(proc.pid)
-        res = drain(conn, w["file"].name, w["rows"], w["transactions"], t0)
-        res["server_cpu_s"] = round(cpu_of(proc.pid) - c0, 3)
-        conn.disconnect()
-    finally:
-        if spy is not None:
-            spy.send_signal(2)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                spy.wait(30)
-        proc.terminate()
-        proc.wait(timeout=30)
-    return res
-
-
-def _py_spy() -> str:
-    """py-spy from the dev dependencies (beside this interpreter), else from PATH."""
-    beside = Path(sys.executable).parent / "py-spy"
-    return str(beside) if beside.exists() else "py-spy"
-
-
 def spark_pipeline(args: argparse.Namespace, pause: str = "source") -> dict[str, Any]:
     """bench/pipeline.py on sysbench rounds in its own process (its own MariaDB, server and Spark):
     rows/s into the change log and the current-state tables, python-mysql-replication on each
@@ -256,21 +181,6 @@ def spark_pipeline(args: argparse.Namespace, pause: str = "source") -> dict[str,
     return res
 
 
-def cpu_of(pid: int) -> float:
-    """CPU seconds of a process and its children, live (the parser's conversion process) or
-    reaped."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = sum(int(x) for x in fields[11:15])
-    seconds = ticks / os.sysconf("SC_CLK_TCK")
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            for child in (task / "children").read_text().split():
-                with contextlib.suppress(OSError):
-                    seconds += cpu_of(int(child))
-    return seconds
-
-
 # --------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -282,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "--insert-events", type=int, default=20_000, help="oltp_insert 1-row transactions (0: skip)"
     )
     ap.add_argument("--skip-pmr", action="store_true")
+    ap.add_argument("--skip-canal", action="store_true", help="no Canal 1.1.7 column")
     ap.add_argument("--profile", type=Path, help="write py-spy profiles of the server here")
     ap.add_argument(
         "--filter-query-dml", action="store_true",
@@ -298,12 +209,17 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_s)
         db = PrivateMariaDB(extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M",
                                         "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"])  # fmt: skip
-        with db:
+        with db, contextlib.ExitStack() as stack:
             common = [f"--tables={args.tables}", f"--table-size={args.table_size}"]
             log(
                 f"MariaDB {db.version} on port {db.port}; sysbench prepare {args.tables} x {args.table_size:,} rows"
             )
             sysbench(db, "oltp_write_only", "prepare", *common)
+            # The warm-up source: another MariaDB, so that nothing else parses while a file is measured.
+            warm_db = stack.enter_context(PrivateMariaDB(extra_args=["--sync-binlog=0"], server_id=3))
+            sysbench(warm_db, "oltp_write_only", "prepare", *common)
+            warmup = run_workload(warm_db, "oltp_write_only", max(1, args.events // 3), args.threads, common)
+            warm_feed = servers.Feed(warm_db, (warmup["file"].name, 4), "sbtest.*")
             workloads = {
                 "oltp_write_only": run_workload(db, "oltp_write_only", args.events, args.threads, common)
             }
@@ -332,27 +248,57 @@ def main(argv: list[str] | None = None) -> int:
                         "rows_per_s": pj["rows_per_s"],
                         "wall_s": pj["wall_s"],
                     }
-                r["pycanal_server"] = pycanal_server(db, w, tmp, args.profile)
-                if args.filter_query_dml:
-                    r["pycanal_server_query_dml_filtered"] = pycanal_server(db, w, tmp, None, True)
-                    log(
-                        f"{name}: with filter.query.dml {r['pycanal_server_query_dml_filtered']['rows_per_s']:,} rows/s"
-                    )
-                log(f"{name}: pycanal server -> TCP client {r['pycanal_server']['rows_per_s']:,} rows/s")
+                result[name] = r
+
+            def drained(w: dict[str, Any]) -> tuple[str, int, int]:
+                return w["file"].name, w["rows"], w["transactions"]
+
+            for name, w in workloads.items():
+                bench = servers.Feed(db, (w["file"].name, 4), "sbtest.*")
+                racers: list[tuple[str, Any, Path | None]] = [
+                    ("pycanal_server", servers.pycanal_server(bench, warm_feed, tmp), args.profile)
+                ]
+                if args.filter_query_dml:  # Canal's switch for the SQL behind rows events: not even fetched
+                    extra = "canal.instance.filter.query.dml = true\n"
+                    server = servers.pycanal_server(bench, warm_feed, tmp, extra)
+                    racers.append(("pycanal_server_query_dml_filtered", server, None))
+                if not args.skip_canal:
+                    racers.append(("canal", servers.canal_server(bench, warm_feed), None))
+                for racer, server, profile in racers:
+                    spy = profile / f"{racer}-{name}.txt" if profile is not None else None
+                    res = servers.race(server, drained(warmup), drained(w), profile=spy)
+                    log(f"{name}: {racer} {res['rows_per_s']:,} rows/s, server CPU {res['server_cpu_s']} s, "
+                        f"peak RSS {res['server_peak_rss_mb']} MB")  # fmt: skip
+                    result[name][racer] = res
+            for name, r in result.items():
                 rate = r["pycanal_server"]["rows_per_s"]
                 ratios = {"server_vs_sysbench_write": round(rate / r["sysbench"]["rows_per_s"], 2),
                           "server_vs_mariadb_binlog": round(rate / r["mariadb_binlog"]["rows_per_s"], 2)}  # fmt: skip
+                if "canal" in r:
+                    ratios["server_vs_canal"] = round(rate / r["canal"]["rows_per_s"], 2)
+                    ratios["server_cpu_vs_canal"] = round(
+                        r["pycanal_server"]["server_cpu_s"] / r["canal"]["server_cpu_s"], 2
+                    )
+                    ratios["canal_vs_sysbench_write"] = round(
+                        r["canal"]["rows_per_s"] / r["sysbench"]["rows_per_s"], 2
+                    )
                 if not args.skip_pmr:
                     ratios["server_vs_pmr"] = round(rate / r["python_mysql_replication"]["rows_per_s"], 2)
                     ratios["cli_jsonl_vs_pmr_json"] = round(
                         r["cli_jsonl"]["rows_per_s"] / r["python_mysql_replication_json"]["rows_per_s"], 2
                     )
+                ratios["cli_jsonl_vs_mariadb_binlog"] = round(
+                    r["cli_jsonl"]["rows_per_s"] / r["mariadb_binlog"]["rows_per_s"], 2
+                )
                 r["ratios"] = ratios
                 log(f"{name}: {ratios}")
-                result[name] = r
     if args.pipeline:
         result["spark_pipeline"] = spark_pipeline(args)
         result["spark_pipeline_with_parse"] = spark_pipeline(args, pause="server")
+    result["settings"] = (
+        "both servers: Canal's default canal.properties (16384-slot MEMSIZE store, filter.query.dml off, "
+        "parallel parser); Canal 1.1.7 with startup.sh's G1 and heap " + " ".join(servers.CANAL_HEAP)
+    )
     result["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

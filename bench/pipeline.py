@@ -50,8 +50,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decode as decode_bench  # noqa: E402
-import e2e as e2e_bench  # noqa: E402
 import oltp as oltp_bench  # noqa: E402
+import servers  # noqa: E402
 from pycanal.spark.apply import applied_batch_ids  # noqa: E402
 from pycanal.spark.changelog import ChangeLog  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
             conf = Path(tmp) / "conf"
             # conf/'s store and event filters; --store-mb MB of 1 KB slots; --keep-query-dml
             extra = (
-                e2e_bench.shipped_settings()
+                servers.shipped_settings()
                 + (
                     f"canal.instance.memory.buffer.size = {args.store_mb * 1024}\n"
                     "canal.instance.memory.buffer.memunit = 1024\n"
@@ -430,8 +430,8 @@ def main(argv: list[str] | None = None) -> int:
                 + ("canal.instance.filter.query.dml = false\n" if args.keep_query_dml else "")
             )
             tables = r"sbtest\\d+" if args.workload == "sysbench" else decode_bench.TABLE
-            e2e_bench.write_conf(conf, db, port, start, f"{tables}|{DELAY_TABLE}", extra)
-            server = e2e_bench.start_server(conf, port, Path(tmp) / "server.log")
+            servers.write_conf(conf, db, port, start, f"{tables}|{DELAY_TABLE}", extra)
+            server = servers.start_server(conf, port, Path(tmp) / "server.log")
             lake = Path(tmp) / "lake"
             spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-bench")
 

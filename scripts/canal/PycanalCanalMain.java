@@ -3,12 +3,17 @@ import java.io.InputStream;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.MDC;
 
+import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningData;
+import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningListener;
+import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningMonitor;
+import com.alibaba.otter.canal.common.zookeeper.running.ServerRunningMonitors;
 import com.alibaba.otter.canal.connector.core.spi.CanalMQProducer;
 import com.alibaba.otter.canal.connector.core.spi.ExtensionLoader;
 import com.alibaba.otter.canal.connector.core.spi.ProxyCanalMQProducer;
@@ -27,7 +32,8 @@ import com.alibaba.otter.canal.server.netty.CanalServerWithNetty;
  * Canal does. Supported: {@code canal.destinations}, {@code canal.instance.global.spring.xml} and
  * {@code canal.instance.<destination>.spring.xml}, {@code canal.ip}, {@code canal.port}, {@code canal.user}
  * / {@code canal.passwd} (1.1.8's rule: a user needs a password), {@code canal.metrics.pull.port},
- * {@code canal.withoutNetty}, {@code canal.serverMode} (an MQ producer loaded from {@code ../plugin} by
+ * {@code canal.withoutNetty}, {@code canal.instance.global.lazy} and {@code canal.instance.<destination>.lazy}
+ * (a running monitor per destination, started at once or by the first subscription), {@code canal.serverMode} (an MQ producer loaded from {@code ../plugin} by
  * Canal's ExtensionLoader). Not supported: ZooKeeper, the admin port and manager, the instance auto-scan.
  *
  * <p>Prints {@code PYCANAL-CANAL STARTED} on stdout when every destination and the TCP port are up, and
@@ -64,6 +70,42 @@ public final class PycanalCanalMain {
             System.out.flush();
             Runtime.getRuntime().halt(2);
         }
+    }
+
+    /** A destination's running monitor: becoming active starts its instance, leaving stops it. */
+    static ServerRunningMonitor monitor(CanalServerWithEmbedded embedded, String destination) {
+        ServerRunningMonitor monitor = new ServerRunningMonitor(ServerRunningMonitors.getServerData());
+        monitor.setDestination(destination);
+        monitor.setListener(new ServerRunningListener() {
+
+            public void processStart() {
+            }
+
+            public void processStop() {
+            }
+
+            public void processActiveEnter() {
+                MDC.put("destination", destination);
+                try {
+                    embedded.start(destination);
+                } finally {
+                    MDC.remove("destination");
+                    // Canal 1.1.8's fix of issue #4907 (commit c8ef9552): 1.1.7's parser "resets" the TSDB's
+                    // system properties to "" after building its TSDB, and "" then overrides the next
+                    // destination's canal.instance.tsdb.url, so a second TSDB destination never starts.
+                    System.getProperties().remove("canal.instance.tsdb.url");
+                    System.getProperties().remove("canal.instance.tsdb.dbUsername");
+                    System.getProperties().remove("canal.instance.tsdb.dbPassword");
+                }
+            }
+
+            public void processActiveExit() {
+                if (embedded.isStart(destination)) {
+                    embedded.stop(destination);
+                }
+            }
+        });
+        return monitor;
     }
 
     private static void run() throws Exception {
@@ -118,18 +160,22 @@ public final class PycanalCanalMain {
         embedded.setUser(user);
         embedded.setPasswd(passwd);
         embedded.start();
+        // Each destination has a running monitor, as in Canal's CanalController without ZooKeeper: its
+        // start starts the instance. A lazy destination (canal.instance.<destination>.lazy, else
+        // canal.instance.global.lazy) starts when a client first subscribes (Canal's SessionHandler).
+        ServerRunningMonitors.setServerData(new ServerRunningData(get("canal.ip", "127.0.0.1") + ":"
+                                                                  + get("canal.port", "11111")));
+        ServerRunningMonitors.setRunningMonitors(new ConcurrentHashMap<String, ServerRunningMonitor>() {
+
+            @Override
+            public ServerRunningMonitor get(Object key) {
+                return computeIfAbsent((String) key, destination -> monitor(embedded, destination));
+            }
+        });
         for (String destination : destinations) {
-            MDC.put("destination", destination);
-            try {
-                embedded.start(destination);
-            } finally {
-                MDC.remove("destination");
-                // Canal 1.1.8's fix of issue #4907 (commit c8ef9552): 1.1.7's parser "resets" the TSDB's
-                // system properties to "" after building its TSDB, and "" then overrides the next
-                // destination's canal.instance.tsdb.url, so a second TSDB destination never starts.
-                System.getProperties().remove("canal.instance.tsdb.url");
-                System.getProperties().remove("canal.instance.tsdb.dbUsername");
-                System.getProperties().remove("canal.instance.tsdb.dbPassword");
+            String lazy = get("canal.instance." + destination + ".lazy", get("canal.instance.global.lazy", "false"));
+            if (!"true".equalsIgnoreCase(lazy)) {
+                ServerRunningMonitors.getRunningMonitor(destination).start();
             }
         }
 

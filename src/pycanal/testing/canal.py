@@ -1076,13 +1076,21 @@ class PrivateCanal:
                 break
             self._check_deadline(deadline, "did not start")
             time.sleep(0.1)
+        eager = [name for name in self.destinations if not self.lazy(name)]  # lazy: started by a client
         if self.serves_tcp:
-            for name in self.destinations:
+            for name in eager:
                 self._wait_subscribe(name, deadline)
         if self.wait_for_parser:
-            for name in self.destinations:
+            for name in eager:
                 self._wait_parser(name, deadline)
         return True
+
+    def lazy(self, destination: str) -> bool:
+        """``canal.instance.<destination>.lazy``, else ``canal.instance.global.lazy``: the instance
+        starts when a client first subscribes (and :meth:`start` does not wait for it)."""
+        props = self.canal_properties
+        value = props.get(f"canal.instance.{destination}.lazy", props.get("canal.instance.global.lazy"))
+        return _prop_value(value) == "true" if value is not None else False
 
     def _check_deadline(self, deadline: float, what: str) -> None:
         if time.monotonic() > deadline:
