@@ -276,12 +276,12 @@ class Drainer:
             if batch:
                 quiet = time.monotonic() + 120
             for i, (at, entry) in enumerate(batch):
-                name = entry.header.logfileName
-                if name != file:
-                    if first is not None and name > file:  # the next file: its turn comes
-                        self.pending = batch[i:]
-                        break
-                    continue  # an earlier file (the warm-up's end, a rotate)
+                if entry.header.logfileName > file:  # the next file: its turn comes
+                    self.pending = batch[i:]
+                    break
+                # An earlier file's name counts as this file's: a destination starts at its file, and
+                # Canal 1.1.7 names the entries of its first second there (offsets of this file) with
+                # the file before it (seen on MariaDB 10.11, with the parallel parser on and off).
                 if first is None:
                     first = at
                 if entry.entryType == pb.TRANSACTIONEND:
