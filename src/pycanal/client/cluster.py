@@ -42,12 +42,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kazoo.exceptions import KazooException, NoNodeError
 
-from pycanal.ha.paths import (
-    RunningDataError,
-    ServerRunningData,
-    destination_cluster_root,
-    server_running_path,
-)
+from pycanal.common.zookeeper import destination_cluster_root, server_running_path
+from pycanal.ha.paths import RunningDataError, ServerRunningData
 from pycanal.meta.base import DEFAULT_CLIENT_ID
 
 from .running import ClientRunningMonitor

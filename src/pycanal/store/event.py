@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..parse.position import EntryPosition, LogIdentity, LogPosition
 from ..protocol import EntryProtocol_pb2 as pb
+from ..protocol.position import EntryPosition, LogIdentity, LogPosition
 
 __all__ = ["DDL_EVENT_TYPES", "Event"]
 

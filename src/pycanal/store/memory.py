@@ -38,8 +38,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..parse.position import LogPosition
 from ..protocol import EntryProtocol_pb2 as pb
+from ..protocol.position import LogPosition
 from .event import Event
 
 __all__ = [
