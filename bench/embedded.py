@@ -3,7 +3,7 @@
 A private MariaDB gets bench/decode.py's workload (``--rows`` sysbench-like rows in 1,000-row
 INSERTs, alone in one binlog file). A Canal conf dir is written into a temporary directory (file
 meta manager, MEMSIZE store, raw entries, the workload file as the start position) and served by
-``pycanal.server.deployer.Deployer``; one client subscribes and runs a ``get_without_ack`` / ``ack``
+``pycanal.deployer.controller.Deployer``; one client subscribes and runs a ``get_without_ack`` / ``ack``
 loop (batch ``--batch`` memory units), decoding every entry's ``RowChange`` and touching every
 column value, until every row arrived. Timed: from ``Deployer.start`` to the last ack (so the
 parser's connection and dump are inside). For the ratio, python-mysql-replication streams the
@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pycanal  # noqa: E402
 from decode import TABLE, PmrRun, load_workload, log  # noqa: E402
+from pycanal.deployer.controller import Deployer  # noqa: E402
 from pycanal.meta import ClientIdentity  # noqa: E402
 from pycanal.protocol import EntryProtocol_pb2 as pb  # noqa: E402
-from pycanal.server.deployer import Deployer  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
 
 DEST = "bench"

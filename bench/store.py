@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from pycanal.parse.position import LogIdentity  # noqa: E402
 from pycanal.protocol import EntryProtocol_pb2 as pb  # noqa: E402
+from pycanal.protocol.position import LogIdentity  # noqa: E402
 from pycanal.store import ITEMSIZE, MEMSIZE, Event, MemoryEventStore  # noqa: E402
 
 

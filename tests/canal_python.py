@@ -15,7 +15,7 @@ import pytest
 
 from pycanal.instance import CanalInstance
 from pycanal.meta import MemoryMetaManager
-from pycanal.parse.position import EntryPosition
+from pycanal.protocol.position import EntryPosition
 from pycanal.testing import PrivateMariaDB
 
 VENV_PYTHON = Path(__file__).resolve().parent.parent / ".venv-canal-python" / "bin" / "python"

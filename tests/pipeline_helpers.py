@@ -10,7 +10,7 @@ from typing import Any
 
 from pycanal.instance import CanalInstance
 from pycanal.meta import MemoryMetaManager
-from pycanal.parse.position import EntryPosition
+from pycanal.protocol.position import EntryPosition
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
 from pycanal.testing import PrivateMariaDB

@@ -3,7 +3,7 @@
 Set-up (one pair per module, ~5 s): a private MariaDB 10.11 (ROW binlog, FULL row metadata), its
 binlog rotated; Canal (:class:`pycanal.testing.canal.PrivateCanal`, JVM time zone UTC,
 ``-Duser.timezone=UTC``, because Canal prints TIMESTAMP columns in the JVM's zone and pycanal in UTC)
-and pycanal's server (:class:`pycanal.server.launcher.CanalLauncher` in this process, from a conf
+and pycanal's server (:class:`pycanal.deployer.launcher.CanalLauncher` in this process, from a conf
 dir written here) both serve the same destinations, with the same ``instance.properties`` keys
 (source, start position, filters, TSDB, GTID mode), over TCP; each destination of each server is
 read by pycanal's ``SimpleConnector``. Every workload ends with a marker row; the entries up to it
@@ -170,7 +170,7 @@ def _write_pycanal_conf(
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    from pycanal.server.launcher import CanalLauncher
+    from pycanal.deployer.launcher import CanalLauncher
     from pycanal.testing.canal import PrivateCanal
 
     with PrivateMariaDB(server_id=57) as db:
@@ -1017,7 +1017,7 @@ def test_where_canal_stops(tmp_path_factory: pytest.TempPathFactory) -> None:
     no row and retries the event every 10-20 s); pycanal delivers the rows with their values. A
     private MariaDB of its own, and both servers start after the statements, at offset 4 of the
     binlog file they are in, so what Canal reads is not a race with the DDL."""
-    from pycanal.server.launcher import CanalLauncher
+    from pycanal.deployer.launcher import CanalLauncher
     from pycanal.testing.canal import PrivateCanal
 
     with PrivateMariaDB(server_id=58) as db:

@@ -37,6 +37,7 @@ import json, sys, time
 from kazoo.client import KazooClient
 from pycanal.config import CanalConfig
 from pycanal.ha import ServerHA
+from pycanal.deployer import build_instance
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
 
@@ -49,7 +50,7 @@ tcp = CanalTcpServer(embedded, "127.0.0.1", 0).start()
 ha = ServerHA(zk, embedded, f"127.0.0.1:{tcp.port}", cid=config["canal.id"], delay=delay, flush_period=0.1)
 ha.start()
 for destination in config.destinations:
-    ha.deploy(config, destination)
+    ha.deploy(build_instance(config, destination, meta_manager=ha.meta_manager(destination)))
 print(tcp.port, flush=True)
 while True:
     time.sleep(1)

@@ -1,4 +1,4 @@
-"""``pycanal.server.deployer``: a Canal conf dir built in tmp for a private MariaDB, served by the
+"""``pycanal.deployer.controller``: a Canal conf dir built in tmp for a private MariaDB, served by the
 embedded server; Canal's key mapping and meta modes; auto-scan add / reload / remove."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from pycanal.config import CanalConfig
+from pycanal.deployer.controller import Deployer, build_instance, build_meta_manager, is_lazy
 from pycanal.meta import ClientIdentity, FileMixedMetaManager, MemoryMetaManager, PeriodMixedMetaManager
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.server import CanalServerWithEmbedded
-from pycanal.server.deployer import Deployer, build_instance, build_meta_manager, is_lazy
 from pycanal.testing import PrivateMariaDB
 
 pytestmark = pytest.mark.mariadb

@@ -11,8 +11,8 @@ import pytest
 
 from pycanal.instance import CanalInstance
 from pycanal.meta import CanalMetaManagerError, ClientIdentity, FileMixedMetaManager, MemoryMetaManager
-from pycanal.parse.position import EntryPosition
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import EntryPosition
 from pycanal.server import CanalServerError, CanalServerWithEmbedded, Message
 from pycanal.testing import PrivateMariaDB
 

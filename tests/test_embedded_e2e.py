@@ -45,7 +45,7 @@ CHILD = r"""
 import os, random, sys
 from pycanal.meta import ClientIdentity
 from pycanal.protocol import EntryProtocol_pb2 as pb
-from pycanal.server.deployer import Deployer
+from pycanal.deployer.controller import Deployer
 
 conf, log_path, stop_path, run, batch = sys.argv[1:6]
 run, batch = int(run), int(batch)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pycanal.deployer.controller import Deployer
 from pycanal.meta import ClientIdentity
 from pycanal.parse.eventfilter import EventFilters, FieldFilter, FieldFilterError
 from pycanal.protocol import EntryProtocol_pb2 as pb
-from pycanal.server.deployer import Deployer
 from pycanal.testing import PrivateMariaDB
 
 pytestmark = pytest.mark.mariadb

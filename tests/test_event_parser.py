@@ -11,8 +11,8 @@ import pytest
 
 from pycanal.parse.index import MemoryLogPositionManager
 from pycanal.parse.parser import MysqlEventParser
-from pycanal.parse.position import EntryPosition, LogIdentity, LogPosition
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import EntryPosition, LogIdentity, LogPosition
 from pycanal.store.event import Event
 from pycanal.testing import PrivateMariaDB
 

@@ -36,7 +36,7 @@ from pycanal.ha import (
     ServerRunningMonitor,
 )
 from pycanal.meta import ClientIdentity, PositionRange
-from pycanal.parse.position import EntryPosition, LogIdentity, LogPosition
+from pycanal.protocol.position import EntryPosition, LogIdentity, LogPosition
 
 SESSION = 2.0
 DELAY = 0.3

@@ -8,8 +8,8 @@ import time
 from pycanal.instance import CanalInstance
 from pycanal.meta import ClientIdentity, MemoryMetaManager
 from pycanal.parse.index import FailbackLogPositionManager, MemoryLogPositionManager, MetaLogPositionManager
-from pycanal.parse.position import EntryPosition, LogIdentity, LogPosition
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import EntryPosition, LogIdentity, LogPosition
 from pycanal.sink import EntryEventSink
 from pycanal.store import MemoryEventStore
 from pycanal.store.event import Event

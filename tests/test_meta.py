@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pycanal.common.zookeeper import batch_mark_path, cursor_path, filter_path
 from pycanal.meta import (
     CanalMetaManagerError,
     ClientIdentity,
@@ -27,8 +28,7 @@ from pycanal.meta import (
     PositionRange,
     ZooKeeperMetaManager,
 )
-from pycanal.meta.zookeeper import batch_mark_path, cursor_path, filter_path
-from pycanal.parse.position import EntryPosition, LogIdentity, LogPosition
+from pycanal.protocol.position import EntryPosition, LogIdentity, LogPosition
 
 DEST = "example"
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pycanal.instance import CanalInstance
 from pycanal.meta import ClientIdentity
-from pycanal.parse.position import EntryPosition
+from pycanal.protocol.position import EntryPosition
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.metrics import serve_metrics
 from pycanal.testing import PrivateMariaDB

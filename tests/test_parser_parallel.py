@@ -19,8 +19,8 @@ from pycanal.parse.eventfilter import EventFilters
 from pycanal.parse.filter import RegexFilter, TableFilter
 from pycanal.parse.index import MemoryLogPositionManager
 from pycanal.parse.parser import MysqlEventParser
-from pycanal.parse.position import EntryPosition
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import EntryPosition
 from pycanal.store.event import Event
 from pycanal.testing import PrivateMariaDB
 

@@ -12,13 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from pycanal.meta.zookeeper import parse_path
+from pycanal.common.zookeeper import parse_path
 from pycanal.parse.index.base import LogPositionManager, LogPositionManagerError
 from pycanal.parse.index.failback import FailbackLogPositionManager
-from pycanal.parse.index.file import PARSE_FILE_NAME, FileMixedLogPositionManager
 from pycanal.parse.index.memory import MemoryLogPositionManager
-from pycanal.parse.index.zookeeper import PeriodMixedLogPositionManager, ZooKeeperLogPositionManager
-from pycanal.parse.position import LOG_POSITION_TYPE, EntryPosition, LogIdentity, LogPosition
+from pycanal.parse.index.mixed import (
+    PARSE_FILE_NAME,
+    FileMixedLogPositionManager,
+    PeriodMixedLogPositionManager,
+)
+from pycanal.parse.index.zookeeper import ZooKeeperLogPositionManager
+from pycanal.protocol.position import LOG_POSITION_TYPE, EntryPosition, LogIdentity, LogPosition
 
 
 def pos(file: str = "mysql-bin.000001", offset: int = 4, ts: int = 1_700_000_000_000) -> LogPosition:

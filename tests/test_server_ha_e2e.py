@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from pycanal.client import ClusterConnector
-from pycanal.ha.paths import ServerRunningData, server_running_path
+from pycanal.common.zookeeper import server_running_path
+from pycanal.ha.paths import ServerRunningData
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing._process import free_port

@@ -22,7 +22,7 @@ import workload
 from pycanal.binlog import read_events
 from pycanal.binlog.events import RowsEvent
 from pycanal.parse.filter import TableFilter
-from pycanal.parse.position import binlog_file_order
+from pycanal.protocol.position import binlog_file_order
 from pycanal.snapshot import describe, list_tables, plan_chunks, read_chunk, read_schema
 from pycanal.snapshot.chunks import Chunk
 from pycanal.snapshot.reader import SnapshotError, connect
@@ -248,7 +248,7 @@ def test_list_tables_takes_the_filter_and_leaves_system_schemas_out(db):
 
 
 def test_binlog_files_order_by_their_number():
-    from pycanal.parse.position import binlog_file_order
+    from pycanal.protocol.position import binlog_file_order
 
     names = ["mysql-bin.1000000", "mysql-bin.999999", "mysql-bin.000010", "odd"]
     assert sorted(names, key=binlog_file_order) == [

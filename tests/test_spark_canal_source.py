@@ -34,8 +34,8 @@ from pycanal.ha import ServerRunningData
 from pycanal.instance import CanalInstance
 from pycanal.meta import ClientIdentity, MemoryMetaManager
 from pycanal.parse.filter import TableFilter
-from pycanal.parse.position import EntryPosition
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import EntryPosition
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
 from pycanal.spark.canal_source import CanalStreamReader

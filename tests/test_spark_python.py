@@ -103,7 +103,7 @@ def test_the_canal_source_imports_no_server():
     code = "import sys, pycanal.spark.canal_source; print(sorted(m for m in sys.modules if m.startswith('pycanal.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     for heavy in (
-        "pycanal.server.deployer",
+        "pycanal.deployer.controller",
         "pycanal.server.embedded",
         "pycanal.instance",
         "pycanal.parse.parser",

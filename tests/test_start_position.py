@@ -10,7 +10,7 @@ import pytest
 
 from pycanal.parse.index import FailbackLogPositionManager, LogPositionManagerError, MemoryLogPositionManager
 from pycanal.parse.parser import MysqlEventParser, PositionNotFoundError
-from pycanal.parse.position import EntryPosition, LogIdentity, LogPosition, min_log_position
+from pycanal.protocol.position import EntryPosition, LogIdentity, LogPosition, min_log_position
 from pycanal.testing import PrivateMariaDB
 
 pytestmark = pytest.mark.mariadb

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from pycanal.parse.position import EntryPosition, LogIdentity, LogPosition
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import EntryPosition, LogIdentity, LogPosition
 from pycanal.store import (
     ITEMSIZE,
     MEMSIZE,

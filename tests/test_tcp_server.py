@@ -24,9 +24,9 @@ import pytest
 from pycanal.client import CanalClientError, SimpleConnector
 from pycanal.instance import CanalInstance
 from pycanal.meta import MemoryMetaManager
-from pycanal.parse.position import EntryPosition
 from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import EntryPosition
 from pycanal.server import CanalServerWithEmbedded, wire
 from pycanal.server.tcp import CanalTcpServer
 from pycanal.testing import PrivateMariaDB

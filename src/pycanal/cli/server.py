@@ -29,8 +29,8 @@ def server(
     """Run a pycanal server: the instances of a Canal conf dir, Canal's TCP protocol on canal.port
     and the Prometheus metrics on canal.metrics.pull.port, until SIGTERM or Ctrl-C."""
     from pycanal.config import ConfigError
+    from pycanal.deployer.launcher import CanalLauncher, LauncherError
     from pycanal.heap import hold_long_lived
-    from pycanal.server.launcher import CanalLauncher, LauncherError
 
     if not conf.is_dir():
         what = "no such directory" if not conf.exists() else "not a directory"

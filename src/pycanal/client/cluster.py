@@ -37,21 +37,17 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kazoo.exceptions import KazooException, NoNodeError
 
-from pycanal.ha.paths import (
-    RunningDataError,
-    ServerRunningData,
-    destination_cluster_root,
-    server_running_path,
-)
+from pycanal.common.zookeeper import destination_cluster_root, server_running_path
+from pycanal.ha.paths import RunningDataError, ServerRunningData
 from pycanal.meta.base import DEFAULT_CLIENT_ID
 
 from .running import ClientRunningMonitor
-from .simple import CanalClientError, Message, SimpleConnector, stream_messages
+from .simple import CanalClientError, Connector, Message, SimpleConnector
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -63,7 +59,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class ClusterConnector:
+class ClusterConnector(Connector):
     """See the module docstring."""
 
     def __init__(
@@ -200,13 +196,6 @@ class ClusterConnector:
                 self._zk.close()
             self._zk = None
 
-    def __enter__(self) -> ClusterConnector:
-        self.connect()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.disconnect()
-
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -282,14 +271,6 @@ class ClusterConnector:
                 self._issued.add(message.id)
             return message
 
-    def get(self, batch_size: int = 1000, timeout: float | None = None, unit: str = "ms") -> Message:
-        """:meth:`get_without_ack` and :meth:`ack` at once."""
-        with self._lock:
-            message = self.get_without_ack(batch_size, timeout, unit)
-            if message.id != -1:
-                self.ack(message.id)
-            return message
-
     def ack(self, batch_id: int) -> None:
         """Confirm a batch. A batch of a connection lost since is not confirmed anywhere: it comes
         again (logged)."""
@@ -325,9 +306,3 @@ class ClusterConnector:
         self._stale.discard(batch_id)
         log.warning("%r: %s of batch %d from a lost connection dropped; it comes again", self, what, batch_id)
         return True
-
-    def stream(self, batch_size: int = 1000, timeout: float = 1000, unit: str = "ms") -> Iterator[Message]:
-        """Non-empty batches, each acked when the next one is requested (after the caller's loop
-        body finished with it), across failovers; when the loop ends early the unacked batch is
-        rolled back. Empty answers are not yielded."""
-        return stream_messages(self, batch_size, timeout, unit)

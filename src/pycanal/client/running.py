@@ -20,8 +20,9 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pycanal.common.zookeeper import client_running_path
 from pycanal.ha.election import RunningMonitor
-from pycanal.ha.paths import ClientRunningData, client_running_path
+from pycanal.ha.paths import ClientRunningData
 from pycanal.meta.base import DEFAULT_CLIENT_ID
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 from pycanal.meta.base import DEFAULT_CLIENT_ID
 from pycanal.protocol import CanalProtocol_pb2 as cp
@@ -56,7 +56,7 @@ from pycanal.server.wire import (
     unit_ordinal,
 )
 
-__all__ = ["CanalClientError", "Message", "SimpleConnector"]
+__all__ = ["CanalClientError", "Connector", "Message", "SimpleConnector"]
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,51 @@ def _address(address: str | tuple[str, int]) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class SimpleConnector:
+class Connector:
+    """What both connectors (:class:`SimpleConnector`, ``ClusterConnector``) build on their own
+    ``connect``/``disconnect``/``get_without_ack``/``ack``/``rollback`` and ``_lock``."""
+
+    _lock: threading.RLock
+
+    def connect(self) -> None:
+        raise NotImplementedError
+
+    def disconnect(self) -> None:
+        raise NotImplementedError
+
+    def get_without_ack(
+        self, batch_size: int = 1000, timeout: float | None = None, unit: str = "ms"
+    ) -> Message:
+        raise NotImplementedError
+
+    def ack(self, batch_id: int) -> None:
+        raise NotImplementedError
+
+    def get(self, batch_size: int = 1000, timeout: float | None = None, unit: str = "ms") -> Message:
+        """:meth:`get_without_ack` and :meth:`ack` at once."""
+        with self._lock:
+            message = self.get_without_ack(batch_size, timeout, unit)
+            if message.id != -1:
+                self.ack(message.id)
+            return message
+
+    def stream(self, batch_size: int = 1000, timeout: float = 1000, unit: str = "ms") -> Iterator[Message]:
+        """Non-empty batches, each acked only when the next one is requested, i.e. after the
+        caller's loop body finished with it. When the loop ends early (``break``, an exception,
+        ``close()``) the unacked batch is rolled back, to be handed out again; wrap the iterator
+        in ``contextlib.closing`` to have that happen at once rather than when it is collected.
+        ``timeout`` is each GET's long-poll wait; empty answers are not yielded."""
+        return stream_messages(self, batch_size, timeout, unit)
+
+    def __enter__(self) -> Self:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disconnect()
+
+
+class SimpleConnector(Connector):
     """A connection to one Canal server for one destination (see the module notes).
 
     ``so_timeout`` (seconds) bounds every wait for an answer, on top of a GET's own wait;
@@ -187,13 +231,6 @@ class SimpleConnector:
         with self._lock:
             self._close()
 
-    def __enter__(self) -> SimpleConnector:
-        self.connect()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.disconnect()
-
     def _handshake(self) -> None:
         packet = self._read_packet(self.so_timeout)
         if packet.type != _PT.HANDSHAKE:
@@ -246,14 +283,6 @@ class SimpleConnector:
                 return Message(messages.batch_id, list(messages.messages))
             raise self._unexpected(packet, "get")
 
-    def get(self, batch_size: int = 1000, timeout: float | None = None, unit: str = "ms") -> Message:
-        """:meth:`get_without_ack` and :meth:`ack` at once."""
-        with self._lock:
-            message = self.get_without_ack(batch_size, timeout, unit)
-            if message.id != -1:
-                self.ack(message.id)
-            return message
-
     def ack(self, batch_id: int) -> None:
         """Confirm a batch (the first outstanding one). No answer: an error shows on the next call."""
         with self._lock:
@@ -266,14 +295,6 @@ class SimpleConnector:
         with self._lock:
             self._require()
             self._send(encode_client_rollback(self.destination, str(self.client_id), batch_id or 0))
-
-    def stream(self, batch_size: int = 1000, timeout: float = 1000, unit: str = "ms") -> Iterator[Message]:
-        """Non-empty batches, each acked only when the next one is requested, i.e. after the
-        caller's loop body finished with it. When the loop ends early (``break``, an exception,
-        ``close()``) the unacked batch is rolled back, to be handed out again; wrap the iterator
-        in ``contextlib.closing`` to have that happen at once rather than when it is collected.
-        ``timeout`` is each GET's long-poll wait; empty answers are not yielded."""
-        return stream_messages(self, batch_size, timeout, unit)
 
     # ------------------------------------------------------------------ I/O
     def _where(self) -> str:

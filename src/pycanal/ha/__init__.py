@@ -6,7 +6,8 @@
   connection loss and an epoch (the fencing token);
 * :class:`FencedMetaManager` / :class:`FencedZooKeeper` (:mod:`pycanal.ha.fence`): ZooKeeper writes
   that only the current epoch can make, hand-outs only under the lease;
-* :mod:`pycanal.ha.paths`: the znodes and their JSON. ``docs/ha.md`` explains the design.
+* :mod:`pycanal.ha.paths`: the JSON of the znodes (their paths: :mod:`pycanal.common.zookeeper`).
+  ``docs/ha.md`` explains the design.
 """
 
 from pycanal._lazy import lazy_names

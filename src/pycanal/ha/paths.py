@@ -1,15 +1,9 @@
-"""Canal's HA znodes (``ZookeeperPathUtils``) and their JSON, plus pycanal's epoch node.
+"""The JSON of Canal's HA znodes (the paths: :mod:`pycanal.common.zookeeper`), plus pycanal's
+epoch node::
 
-::
-
-    /otter/canal/cluster/<ip:port>                          ephemeral: a live server
-    /otter/canal/destinations/<dest>/cluster/<ip:port>      ephemeral: a server able to serve dest
-    /otter/canal/destinations/<dest>/running                ephemeral: the active server (the lock)
-        {"active":true,"address":"ip:port","cid":1}
-    /otter/canal/destinations/<dest>/<clientId>/running     ephemeral: the active client
-        {"active":true,"address":"ip:port","clientId":1001}
-    /otter/canal/destinations/<dest>/epoch                  persistent, pycanal only (fencing)
-        {"address":"ip:port","cid":1,"epoch":7}
+    <dest>/running             {"active":true,"address":"ip:port","cid":1}
+    <dest>/<clientId>/running  {"active":true,"address":"ip:port","clientId":1001}
+    <dest>/epoch               {"address":"ip:port","cid":1,"epoch":7}   (persistent, fencing)
 
 The JSON is what Canal's fastjson writes (keys in alphabetical order, no spaces), so Canal servers
 and clients read pycanal's nodes and the other way round. The epoch node is new: its *version* is
@@ -22,47 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pycanal.meta.zookeeper import client_path, destination_path
-
-__all__ = [
-    "CLUSTER_ROOT",
-    "ClientRunningData",
-    "RunningDataError",
-    "ServerRunningData",
-    "client_running_path",
-    "destination_cluster_path",
-    "destination_cluster_root",
-    "encode_epoch",
-    "epoch_path",
-    "server_cluster_path",
-    "server_running_path",
-]
-
-CLUSTER_ROOT = "/otter/canal/cluster"
-
-
-def server_cluster_path(address: str) -> str:
-    return f"{CLUSTER_ROOT}/{address}"
-
-
-def destination_cluster_root(destination: str) -> str:
-    return f"{destination_path(destination)}/cluster"
-
-
-def destination_cluster_path(destination: str, address: str) -> str:
-    return f"{destination_cluster_root(destination)}/{address}"
-
-
-def server_running_path(destination: str) -> str:
-    return f"{destination_path(destination)}/running"
-
-
-def client_running_path(destination: str, client_id: int) -> str:
-    return f"{client_path(destination, client_id)}/running"
-
-
-def epoch_path(destination: str) -> str:
-    return f"{destination_path(destination)}/epoch"
+__all__ = ["ClientRunningData", "RunningDataError", "ServerRunningData", "encode_epoch"]
 
 
 class RunningDataError(ValueError):

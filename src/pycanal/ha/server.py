@@ -5,8 +5,8 @@
     zk = KazooClient(hosts=cfg["canal.zkServers"], timeout=10.0); zk.start()
     ha = ServerHA(zk, CanalServerWithEmbedded(), "10.0.0.5:11111", cid=cfg["canal.id"])
     ha.start()                                   # /otter/canal/cluster/10.0.0.5:11111
-    for destination in cfg.destinations:
-        ha.deploy(cfg, destination)              # instance with a fenced meta manager; compete
+    for destination in cfg.destinations:         # an instance with the fenced meta manager; compete
+        ha.deploy(build_instance(cfg, destination, meta_manager=ha.meta_manager(destination)))
     ...
     ha.stop()                                    # stop serving, give every running node up
 
@@ -20,8 +20,8 @@ lease, or another server holds the node. Why two servers never serve one destina
 ZooKeeper write checks the epoch; every hand-out and ack checks the lease). ``docs/ha.md`` tells
 the whole story.
 
-The instances of an HA server must use :meth:`ServerHA.meta_manager` (what :meth:`ServerHA.deploy`
-does) and be added lazily, so only the monitor starts them: a standby that gets a client's
+The instances of an HA server must use :meth:`ServerHA.meta_manager` (``pycanal.deployer`` builds
+them so) and be added lazily (what :meth:`ServerHA.deploy` does), so only the monitor starts them: a standby that gets a client's
 subscribe refuses to start the instance (:class:`NotActiveError`), the client then looks for the
 active server.
 """
@@ -33,25 +33,22 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pycanal.server.deployer import build_instance
-from pycanal.server.embedded import CanalServerWithEmbedded
-
-from .election import RunningMonitor
-from .fence import FencedMetaManager
-from .paths import (
-    ServerRunningData,
+from pycanal.common.zookeeper import (
     destination_cluster_path,
-    encode_epoch,
     epoch_path,
     server_cluster_path,
     server_running_path,
 )
+from pycanal.server.embedded import CanalServerWithEmbedded
+
+from .election import RunningMonitor
+from .fence import FencedMetaManager
+from .paths import ServerRunningData, encode_epoch
 from .registry import EphemeralNode
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
-    from pycanal.config import CanalConfig
     from pycanal.instance import CanalInstance
 
 __all__ = ["ServerHA", "ServerRunningMonitor"]
@@ -195,12 +192,11 @@ class ServerHA:
         if monitor is not None:
             monitor.stop()
 
-    def deploy(self, config: CanalConfig, destination: str) -> CanalInstance:
-        """Build the destination's instance from a Canal config with a fenced meta manager, add it
-        to the server (lazily: only the monitor starts it) and compete for it."""
-        instance = build_instance(config, destination, meta_manager=self.meta_manager(destination))
+    def deploy(self, instance: CanalInstance) -> CanalInstance:
+        """Add an instance built with this HA's :meth:`meta_manager` to the server (lazily: only the
+        monitor starts it) and compete for its destination."""
         self.server.add_instance(instance, lazy=True)
-        self.watch(destination)
+        self.watch(instance.destination)
         return instance
 
     def is_active(self, destination: str) -> bool:

@@ -39,7 +39,7 @@ from pycanal.parse.index import (
     MetaLogPositionManager,
 )
 from pycanal.parse.parser import MysqlEventParser
-from pycanal.parse.position import LogIdentity
+from pycanal.protocol.position import LogIdentity
 from pycanal.sink import EntryEventSink
 from pycanal.store import MemoryEventStore
 

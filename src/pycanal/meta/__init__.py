@@ -15,7 +15,7 @@ from pycanal.meta.base import (
     MetaManager,
     PositionRange,
 )
-from pycanal.meta.file import FileMixedMetaManager, write_atomically
+from pycanal.meta.file import FileMixedMetaManager
 from pycanal.meta.memory import MemoryMetaManager
 from pycanal.meta.period import PeriodMixedMetaManager
 from pycanal.meta.zookeeper import ZooKeeperMetaManager
@@ -30,5 +30,4 @@ __all__ = [
     "PeriodMixedMetaManager",
     "PositionRange",
     "ZooKeeperMetaManager",
-    "write_atomically",
 ]

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from pycanal.parse.position import LogPosition
+from pycanal.protocol.position import LogPosition
 
 __all__ = [
     "CLIENT_IDENTITY_TYPE",

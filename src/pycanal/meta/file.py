@@ -21,51 +21,20 @@ too: unsubscribing the last client is persisted.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
-from pycanal.meta._flusher import PeriodicFlusher
+from pycanal.common.files import clear_temporaries, write_atomically
+from pycanal.common.flusher import WriteBehind
 from pycanal.meta.base import CanalMetaManagerError, ClientIdentity
 from pycanal.meta.memory import MemoryMetaManager
-from pycanal.parse.position import LogPosition
+from pycanal.protocol.position import LogPosition
 
-__all__ = ["META_FILE_NAME", "FileMixedMetaManager", "write_atomically"]
+__all__ = ["META_FILE_NAME", "FileMixedMetaManager"]
 
 META_FILE_NAME = "meta.dat"
-_TMP_PREFIX = ".meta.dat."
-_TMP_SUFFIX = ".tmp"
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that it is, at any instant and after any crash, either the
-    complete old content or the complete new content: temp file in the same directory, write,
-    fsync, rename over ``path``, fsync the directory. A failure removes the temp file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=_TMP_SUFFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
 
 
 class FileMixedMetaManager(MemoryMetaManager):
@@ -75,11 +44,9 @@ class FileMixedMetaManager(MemoryMetaManager):
         super().__init__()
         self.data_dir = Path(data_dir)
         self.period = float(period)
-        if self.period <= 0:
-            raise ValueError(f"period must be > 0, not {period!r}")
-        self._dirty: set[str] = set()
-        self._flush_lock = threading.Lock()
-        self._flusher: PeriodicFlusher | None = None
+        self._writes: WriteBehind[str, dict[str, Any]] = WriteBehind(
+            f"pycanal-meta-file-flush:{self.data_dir}", self.period, self._lock, self._document, self._write
+        )
 
     def meta_file(self, destination: str) -> Path:
         return self.data_dir / destination / META_FILE_NAME
@@ -91,22 +58,16 @@ class FileMixedMetaManager(MemoryMetaManager):
             self._destinations.clear()
             self._cursors.clear()
             self._batches.clear()
-            self._dirty.clear()
+            self._writes.forget()
             for sub in sorted(self.data_dir.iterdir()):
                 if sub.is_dir():
-                    for stale in sub.glob(_TMP_PREFIX + "*" + _TMP_SUFFIX):
-                        with contextlib.suppress(OSError):
-                            stale.unlink()  # left by a crash before the rename
+                    clear_temporaries(sub / META_FILE_NAME)  # left by a crash before the rename
                     if (sub / META_FILE_NAME).is_file():
                         self._load(sub.name)
-        self._flusher = PeriodicFlusher(f"pycanal-meta-file-flush:{self.data_dir}", self.period, self.flush)
-        self._flusher.start()
+        self._writes.start()
 
     def _do_stop(self) -> None:
-        if self._flusher is not None:
-            self._flusher.stop()
-            self._flusher = None
-        self.flush()
+        self._writes.stop()
 
     def _load(self, destination: str) -> None:
         path = self.meta_file(destination)
@@ -132,38 +93,28 @@ class FileMixedMetaManager(MemoryMetaManager):
             datas.append(item)
         return {"clientDatas": datas, "destination": destination}
 
+    def _write(self, destination: str, document: dict[str, Any]) -> None:
+        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+        write_atomically(self.meta_file(destination), text.encode("utf-8"))
+
     def flush(self, destinations: list[str] | None = None) -> None:
         """Write the changed destinations (or the ones given) now."""
-        with self._flush_lock:
-            with self._lock:
-                todo = sorted(self._dirty) if destinations is None else list(destinations)
-                docs = [(d, self._document(d)) for d in todo]
-                self._dirty.difference_update(todo)
-            for destination, doc in docs:
-                try:
-                    path = self.meta_file(destination)
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
-                    write_atomically(path, text.encode("utf-8"))
-                except BaseException:
-                    with self._lock:
-                        self._dirty.add(destination)  # retried on the next flush
-                    raise
+        self._writes.flush(destinations)
 
     # ------------------------------------------------------------------ overrides
     def subscribe(self, client: ClientIdentity) -> None:
         with self._lock:
             super().subscribe(client)
-            self._dirty.add(client.destination)
+            self._writes.changed(client.destination)
         self.flush([client.destination])
 
     def unsubscribe(self, client: ClientIdentity) -> None:
         with self._lock:
             super().unsubscribe(client)
-            self._dirty.add(client.destination)
+            self._writes.changed(client.destination)
         self.flush([client.destination])
 
     def update_cursor(self, client: ClientIdentity, position: LogPosition) -> None:
         with self._lock:
             super().update_cursor(client, position)
-            self._dirty.add(client.destination)
+            self._writes.changed(client.destination)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from pycanal.meta.base import ClientIdentity, MetaManager, PositionRange, not_first_error
-from pycanal.parse.position import LogPosition
+from pycanal.protocol.position import LogPosition
 
 __all__ = ["MemoryMetaManager"]
 

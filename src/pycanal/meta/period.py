@@ -9,14 +9,13 @@ and cursors from ZooKeeper.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
-from pycanal.meta._flusher import PeriodicFlusher
+from pycanal.common.flusher import WriteBehind
 from pycanal.meta.base import ClientIdentity
 from pycanal.meta.memory import MemoryMetaManager
 from pycanal.meta.zookeeper import ZooKeeperMetaManager
-from pycanal.parse.position import LogPosition
+from pycanal.protocol.position import LogPosition
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -31,11 +30,13 @@ class PeriodMixedMetaManager(MemoryMetaManager):
         super().__init__()
         self.zookeeper = zk if isinstance(zk, ZooKeeperMetaManager) else ZooKeeperMetaManager(zk)
         self.period = float(period)
-        if self.period <= 0:
-            raise ValueError(f"period must be > 0, not {period!r}")
-        self._dirty: set[ClientIdentity] = set()
-        self._flush_lock = threading.Lock()
-        self._flusher: PeriodicFlusher | None = None
+        self._writes: WriteBehind[ClientIdentity, LogPosition] = WriteBehind(
+            "pycanal-meta-zk-flush",
+            self.period,
+            self._lock,
+            self._cursor_to_write,
+            self.zookeeper.update_cursor,
+        )
 
     def _do_start(self) -> None:
         self.zookeeper.start()
@@ -43,7 +44,7 @@ class PeriodMixedMetaManager(MemoryMetaManager):
             self._destinations.clear()
             self._cursors.clear()
             self._batches.clear()
-            self._dirty.clear()
+            self._writes.forget()
             for destination in self.zookeeper.list_destinations():
                 clients = self.zookeeper.list_all_subscribe_info(destination)
                 if clients:
@@ -52,33 +53,20 @@ class PeriodMixedMetaManager(MemoryMetaManager):
                     cursor = self.zookeeper.get_cursor(client)
                     if cursor is not None:
                         self._cursors[client] = cursor
-        self._flusher = PeriodicFlusher("pycanal-meta-zk-flush", self.period, self.flush)
-        self._flusher.start()
+        self._writes.start()
 
     def _do_stop(self) -> None:
-        if self._flusher is not None:
-            self._flusher.stop()
-            self._flusher = None
         try:
-            self.flush()
+            self._writes.stop()
         finally:
             self.zookeeper.stop()
 
+    def _cursor_to_write(self, client: ClientIdentity) -> LogPosition | None:
+        return self._cursors.get(client) if self.has_subscribe(client) else None
+
     def flush(self) -> None:
         """Write the changed cursors to ZooKeeper now."""
-        with self._flush_lock:
-            with self._lock:
-                todo = [(c, self._cursors.get(c)) for c in self._dirty if self.has_subscribe(c)]
-                self._dirty.clear()
-            for i, (client, cursor) in enumerate(todo):
-                if cursor is None:
-                    continue
-                try:
-                    self.zookeeper.update_cursor(client, cursor)
-                except BaseException:
-                    with self._lock:
-                        self._dirty.update(c for c, _ in todo[i:])
-                    raise
+        self._writes.flush()
 
     def subscribe(self, client: ClientIdentity) -> None:
         with self._lock:
@@ -86,13 +74,13 @@ class PeriodMixedMetaManager(MemoryMetaManager):
         self.zookeeper.subscribe(client)
 
     def unsubscribe(self, client: ClientIdentity) -> None:
-        with self._flush_lock:  # no flush may re-create the client's cursor after this
+        with self._writes.flushing:  # no flush may re-create the client's cursor after this
             with self._lock:
                 super().unsubscribe(client)
-                self._dirty.discard(client)
+                self._writes.forget(client)
             self.zookeeper.unsubscribe(client)
 
     def update_cursor(self, client: ClientIdentity, position: LogPosition) -> None:
         with self._lock:
             super().update_cursor(client, position)
-            self._dirty.add(client)
+            self._writes.changed(client)

@@ -25,74 +25,24 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from pycanal.common.zookeeper import (
+    DESTINATIONS_ROOT,
+    ZooKeeperClient,
+    batch_mark_path,
+    client_path,
+    cursor_path,
+    destination_path,
+    filter_path,
+    mark_dir_path,
+    write_node,
+)
 from pycanal.meta.base import ClientIdentity, MetaManager, PositionRange, not_first_error
-from pycanal.parse.position import LogPosition
+from pycanal.protocol.position import LogPosition
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
-__all__ = [
-    "DESTINATIONS_ROOT",
-    "ZooKeeperMetaManager",
-    "batch_mark_path",
-    "client_path",
-    "cursor_path",
-    "destination_path",
-    "filter_path",
-    "mark_dir_path",
-    "parse_path",
-    "write_node",
-]
-
-DESTINATIONS_ROOT = "/otter/canal/destinations"
-
-
-def destination_path(destination: str) -> str:
-    return f"{DESTINATIONS_ROOT}/{destination}"
-
-
-def client_path(destination: str, client_id: int) -> str:
-    return f"{destination_path(destination)}/{client_id}"
-
-
-def filter_path(destination: str, client_id: int) -> str:
-    return f"{client_path(destination, client_id)}/filter"
-
-
-def cursor_path(destination: str, client_id: int) -> str:
-    return f"{client_path(destination, client_id)}/cursor"
-
-
-def mark_dir_path(destination: str, client_id: int) -> str:
-    return f"{client_path(destination, client_id)}/mark"
-
-
-def batch_mark_path(destination: str, client_id: int, batch_id: int) -> str:
-    return f"{mark_dir_path(destination, client_id)}/{batch_id:010d}"
-
-
-def write_node(zk: KazooClient, path: str, data: bytes) -> None:
-    """Set ``path`` to ``data``, creating it (and its parents) if missing; another client may
-    create or delete it concurrently, so set and create are retried a few times."""
-    from kazoo.exceptions import NodeExistsError, NoNodeError
-
-    for _ in range(10):
-        try:
-            zk.set(path, data)
-            return
-        except NoNodeError:
-            pass
-        try:
-            zk.create(path, data, makepath=True)
-            return
-        except NodeExistsError:
-            pass
-    raise RuntimeError(f"could not write {path}: it keeps appearing and disappearing")
-
-
-def parse_path(destination: str) -> str:
-    """Where Canal's ``ZooKeeperLogPositionManager`` keeps the parser's position."""
-    return f"{destination_path(destination)}/parse"
+__all__ = ["ZooKeeperMetaManager"]
 
 
 def _is_numeric(name: str) -> bool:
@@ -104,35 +54,21 @@ class ZooKeeperMetaManager(MetaManager):
 
     def __init__(self, zk: str | KazooClient, *, timeout: float = 10.0) -> None:
         super().__init__()
-        self._zk_arg = zk
+        self._client = ZooKeeperClient(zk, timeout, "ZooKeeperMetaManager")
         self.timeout = timeout
-        self._zk: KazooClient | None = None
-        self._owns_client = isinstance(zk, str)
         self._lock = threading.Lock()
         self._next_ids: dict[ClientIdentity, int] = {}
 
     @property
     def zk(self) -> KazooClient:
-        if self._zk is None:
-            raise RuntimeError("ZooKeeperMetaManager is not started")
-        return self._zk
+        return self._client.client
 
     def _do_start(self) -> None:
-        if self._owns_client:
-            from kazoo.client import KazooClient
-
-            client = KazooClient(hosts=str(self._zk_arg), timeout=self.timeout)
-            client.start(timeout=self.timeout)
-            self._zk = client
-        else:
-            self._zk = self._zk_arg  # type: ignore[assignment]
+        self._client.open()
         self._next_ids.clear()
 
     def _do_stop(self) -> None:
-        client, self._zk = self._zk, None
-        if client is not None and self._owns_client:
-            client.stop()
-            client.close()
+        self._client.close()
 
     def _read(self, path: str) -> bytes | None:
         from kazoo.exceptions import NoNodeError

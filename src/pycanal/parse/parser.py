@@ -68,10 +68,10 @@ from pycanal.parse.eventfilter import EventFilters, FieldFilter
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.index import LogPositionManager, MemoryLogPositionManager
 from pycanal.parse.logevent import LogEventConvert
-from pycanal.parse.position import BINLOG_START_OFFSET, EntryPosition, LogIdentity, LogPosition
 from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.parse.worker import UNDECODED, ConvertWorker
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import BINLOG_START_OFFSET, EntryPosition, LogIdentity, LogPosition
 from pycanal.store.event import Event
 
 __all__ = [

@@ -1,5 +1,6 @@
-"""Canal's servers: the embedded API (:mod:`pycanal.server.embedded`) and the deployer that builds
-it from a Canal conf dir (:mod:`pycanal.server.deployer`)."""
+"""Canal's server module: the embedded API (:mod:`pycanal.server.embedded`), Canal's TCP protocol
+(:mod:`pycanal.server.tcp`, :mod:`pycanal.server.wire`) and the metrics (:mod:`pycanal.server.metrics`).
+:mod:`pycanal.deployer` builds them from a Canal conf dir."""
 
 from pycanal._lazy import lazy_names
 
@@ -7,9 +8,7 @@ __all__ = [
     "CanalServerError",
     "CanalServerWithEmbedded",
     "CanalTcpServer",
-    "Deployer",
     "Message",
-    "build_instance",
 ]
 
 # Where each name lives, imported on first use: a client importing the protocol's codec
@@ -20,8 +19,6 @@ __getattr__ = lazy_names(
         "CanalServerError": "embedded",
         "CanalServerWithEmbedded": "embedded",
         "CanalTcpServer": "tcp",
-        "Deployer": "deployer",
         "Message": "embedded",
-        "build_instance": "deployer",
     },
 )

@@ -44,8 +44,8 @@ from pycanal.errors import CanalServerError
 from pycanal.instance import CanalInstance
 from pycanal.meta import ClientIdentity
 from pycanal.meta import PositionRange as MetaPositionRange
-from pycanal.parse.position import LogPosition
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import LogPosition
 from pycanal.store import Events, MemoryEventStore
 
 __all__ = ["CanalServerError", "CanalServerWithEmbedded", "Message"]

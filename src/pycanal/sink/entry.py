@@ -25,8 +25,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from pycanal.parse.position import LogIdentity
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import LogIdentity
 from pycanal.store import Event, MemoryEventStore
 
 __all__ = ["EntryEventSink", "SinkError"]

@@ -48,7 +48,7 @@ from pycanal.mysql.connection import ReplicaConnection
 from pycanal.mysql.errors import MysqlError
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.history import SchemaHistory
-from pycanal.parse.position import binlog_file_order
+from pycanal.protocol.position import binlog_file_order
 
 from .chunks import INTEGER_TYPES, Chunk, chunk_where
 from .reader import BINARY_TYPES, GEOMETRY_TYPES, TEXT_TYPES, SnapshotError, set_labels, snapshot_position

@@ -80,8 +80,8 @@ from pycanal.binlog.canonical import is_ddl
 from pycanal.client import CanalClientError, ClusterConnector, Message, SimpleConnector
 from pycanal.heap import hold_long_lived, settle
 from pycanal.parse.filter import TableFilter
-from pycanal.parse.position import binlog_file_order
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.position import binlog_file_order
 
 from .rows import ROW_SCHEMA, EntryRows, entry_row_count
 from .snapshot import (

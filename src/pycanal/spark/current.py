@@ -51,7 +51,7 @@ from pycanal.parse.ddl import (
     parse_statement,
 )
 from pycanal.parse.meta import Column, SchemaApplyError, SchemaModel, Table
-from pycanal.parse.position import binlog_file_order
+from pycanal.protocol.position import binlog_file_order
 
 from .cow import CONTENTS, WRITER_PROPERTIES, Contents, KeyedTable, read_rows
 from .executors import Failure, MergeContext, MergeWork

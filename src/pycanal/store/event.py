@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..parse.position import EntryPosition, LogIdentity, LogPosition
 from ..protocol import EntryProtocol_pb2 as pb
+from ..protocol.position import EntryPosition, LogIdentity, LogPosition
 
 __all__ = ["DDL_EVENT_TYPES", "Event"]
 
@@ -111,10 +111,14 @@ class Event:
     @classmethod
     def from_entry(cls, entry: pb.Entry, identity: LogIdentity | None = None, *, raw: bool = True) -> Event:
         """An event for ``entry``; ``raw=True`` keeps only its serialized bytes (Canal's rawEntry)."""
+        return cls._of(entry, entry.SerializeToString() if raw else None, identity)
+
+    @classmethod
+    def _of(cls, entry: pb.Entry, raw: bytes | None, identity: LogIdentity | None) -> Event:
+        """An event for ``entry``, holding ``raw`` (its bytes) or, without, the entry itself."""
         h = entry.header
         entry_type = _entry_type(entry)
         event_type = _event_type(h)
-        data = entry.SerializeToString() if raw else None
         return cls(
             journal_name=h.logfileName,
             position=h.logfileOffset,
@@ -124,8 +128,8 @@ class Event:
             entry_type=entry_type,
             event_type=event_type,
             is_ddl=_is_ddl(entry_type, event_type),
-            raw=data,
-            entry=None if raw else entry,
+            raw=raw,
+            entry=None if raw is not None else entry,
             identity=identity,
             rows=_rows_count(h) if entry_type == pb.ROWDATA else 0,
             event_length=h.eventLength,
@@ -158,24 +162,7 @@ class Event:
     @classmethod
     def from_raw(cls, data: bytes, identity: LogIdentity | None = None) -> Event:
         """A raw-mode event for serialized ``Entry`` bytes (parsed once for the header)."""
-        entry = pb.Entry.FromString(data)
-        h = entry.header
-        entry_type = _entry_type(entry)
-        event_type = _event_type(h)
-        return cls(
-            journal_name=h.logfileName,
-            position=h.logfileOffset,
-            execute_time=h.executeTime,
-            server_id=h.serverId,
-            gtid=h.gtid,
-            entry_type=entry_type,
-            event_type=event_type,
-            is_ddl=_is_ddl(entry_type, event_type),
-            raw=bytes(data),
-            identity=identity,
-            rows=_rows_count(h) if entry_type == pb.ROWDATA else 0,
-            event_length=h.eventLength,
-        )
+        return cls._of(pb.Entry.FromString(data), bytes(data), identity)
 
     # ------------------------------------------------------------------ access
     @property

@@ -33,13 +33,14 @@ Thread-safe: one lock with two conditions (not full / not empty), like Canal's R
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..parse.position import LogPosition
 from ..protocol import EntryProtocol_pb2 as pb
+from ..protocol.position import LogPosition
 from .event import Event
 
 __all__ = [
@@ -341,38 +342,22 @@ class MemoryEventStore:
         end = current
         mem = rows = 0
         iso = self.ddl_isolation
-        if not self.mem_size_mode:
-            last = min(nxt + batch_size - 1, top)
-            while nxt <= last:
-                ev = slots[nxt & mask]
-                if iso and ev.is_ddl:  # type: ignore[union-attr]
-                    if not out:
-                        append(ev)  # type: ignore[arg-type]
-                        mem += ev.size  # type: ignore[union-attr]
-                        rows += ev.rows  # type: ignore[union-attr]
-                        end = nxt
-                    break
-                append(ev)  # type: ignore[arg-type]
-                mem += ev.size  # type: ignore[union-attr]
-                rows += ev.rows  # type: ignore[union-attr]
-                end = nxt
-                nxt += 1
+        # ITEMSIZE: up to batch_size events; MEMSIZE: events while the sum is within the budget.
+        if self.mem_size_mode:
+            last, budget = top, batch_size * self.buffer_mem_unit
         else:
-            budget = batch_size * self.buffer_mem_unit
-            while mem <= budget and nxt <= top:
-                ev = slots[nxt & mask]
-                if iso and ev.is_ddl:  # type: ignore[union-attr]
-                    if not out:
-                        append(ev)  # type: ignore[arg-type]
-                        mem += ev.size  # type: ignore[union-attr]
-                        rows += ev.rows  # type: ignore[union-attr]
-                        end = nxt
-                    break
-                append(ev)  # type: ignore[arg-type]
-                mem += ev.size  # type: ignore[union-attr]
-                rows += ev.rows  # type: ignore[union-attr]
-                end = nxt
-                nxt += 1
+            last, budget = min(nxt + batch_size - 1, top), sys.maxsize
+        while nxt <= last and mem <= budget:
+            ev = slots[nxt & mask]
+            if iso and ev.is_ddl and out:  # type: ignore[union-attr]
+                break  # a DDL starts a batch of its own
+            append(ev)  # type: ignore[arg-type]
+            mem += ev.size  # type: ignore[union-attr]
+            rows += ev.rows  # type: ignore[union-attr]
+            end = nxt
+            nxt += 1
+            if iso and ev.is_ddl:  # type: ignore[union-attr]
+                break  # ... and ends it
         if not out:
             return Events()
         ack = None

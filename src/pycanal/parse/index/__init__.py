@@ -6,17 +6,22 @@
 * :class:`FailbackLogPositionManager` -- read the primary, else the secondary; persist to the
   primary, and to the secondary when the primary fails;
 * :class:`MetaLogPositionManager` -- the minimum cursor of the destination's clients;
-* :class:`FileMixedLogPositionManager` -- memory, flushed atomically to ``parse.dat``;
-* :class:`ZooKeeperLogPositionManager` / :class:`PeriodMixedLogPositionManager` -- Canal's
-  ``/otter/canal/destinations/<dest>/parse`` node, written at once or periodically.
+* :class:`ZooKeeperLogPositionManager` -- Canal's ``/otter/canal/destinations/<dest>/parse`` node;
+* :class:`FileMixedLogPositionManager` / :class:`PeriodMixedLogPositionManager` -- memory, written
+  behind to ``parse.dat`` (atomically) or to that node (:class:`MixedLogPositionManager`).
 """
 
 from .base import LogPositionManager, LogPositionManagerError
 from .failback import FailbackLogPositionManager
-from .file import PARSE_FILE_NAME, FileMixedLogPositionManager
 from .memory import MemoryLogPositionManager
 from .meta import MetaLogPositionManager
-from .zookeeper import PeriodMixedLogPositionManager, ZooKeeperLogPositionManager
+from .mixed import (
+    PARSE_FILE_NAME,
+    FileMixedLogPositionManager,
+    MixedLogPositionManager,
+    PeriodMixedLogPositionManager,
+)
+from .zookeeper import ZooKeeperLogPositionManager
 
 __all__ = [
     "PARSE_FILE_NAME",
@@ -26,6 +31,7 @@ __all__ = [
     "LogPositionManagerError",
     "MemoryLogPositionManager",
     "MetaLogPositionManager",
+    "MixedLogPositionManager",
     "PeriodMixedLogPositionManager",
     "ZooKeeperLogPositionManager",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from pycanal.parse.position import LogPosition
+from pycanal.protocol.position import LogPosition
 
 __all__ = ["LogPositionManager", "LogPositionManagerError"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from pycanal.parse.position import LogPosition
+from pycanal.protocol.position import LogPosition
 
 from .base import LogPositionManager, LogPositionManagerError
 

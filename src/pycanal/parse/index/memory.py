@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from pycanal.parse.position import LogPosition
+from pycanal.protocol.position import LogPosition
 
 from .base import LogPositionManager
 

@@ -1,7 +1,7 @@
 """``MetaLogPositionManager`` (Canal's, seed 000): the parser restarts at the slowest consumer.
 
 * get: the minimum cursor over all clients subscribed to the destination
-  (:func:`~pycanal.parse.position.min_log_position`: by file/offset for the same source address,
+  (:func:`~pycanal.protocol.position.min_log_position`: by file/offset for the same source address,
   otherwise by timestamp); ``None`` when no client has a cursor;
 * persist: a no-op -- the cursors are persisted by the meta manager when clients ack.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pycanal.parse.position import LogPosition, min_log_position
+from pycanal.protocol.position import LogPosition, min_log_position
 
 from .base import LogPositionManager
 

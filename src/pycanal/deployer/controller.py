@@ -38,7 +38,7 @@ from pycanal.config import CanalConfig, ConfigScanner, InstanceConfig, ScanEvent
 from pycanal.instance import CanalInstance
 from pycanal.meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, PeriodMixedMetaManager
 from pycanal.parse.eventfilter import EventFilters, FieldFilter
-from pycanal.parse.position import EntryPosition
+from pycanal.protocol.position import EntryPosition
 from pycanal.server.embedded import CanalServerWithEmbedded
 
 __all__ = ["TSDB_FILE_NAME", "Deployer", "build_instance", "build_meta_manager", "is_lazy"]
@@ -230,7 +230,8 @@ class Deployer:
     # ------------------------------------------------------------------ instances
     def _add(self, destination: str) -> CanalInstance:
         if self.ha is not None:
-            instance = self.ha.deploy(self.config, destination)
+            meta = self.ha.meta_manager(destination)
+            instance = self.ha.deploy(build_instance(self.config, destination, meta_manager=meta))
         else:
             instance = build_instance(self.config, destination)
             self.server.add_instance(instance, lazy=is_lazy(self.config, destination))

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pycanal.server.deployer import Deployer
+from pycanal.deployer.controller import Deployer
 from pycanal.server.metrics import serve_metrics
 from pycanal.server.tcp import CanalTcpServer
 
