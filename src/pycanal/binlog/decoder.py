@@ -89,6 +89,11 @@ _ZSTD = 0
 _COMPRESSION_NONE = 255
 
 
+# What a truncated or corrupt event raises while it is decoded: reported as a BinlogError naming
+# the source and the event's offset.
+_MALFORMED = (IndexError, struct.error, ValueError, UnicodeDecodeError, KeyError, zlib.error, OverflowError)
+
+
 def _version_tuple(version: str) -> tuple[int, int, int]:
     parts = []
     for piece in version.split("-")[0].split(".")[:3]:
@@ -200,15 +205,7 @@ class EventDecoder:
             return self._body(header, body)
         except BinlogError as exc:
             raise exc.at(self.source, pos) from None
-        except (
-            IndexError,
-            struct.error,
-            ValueError,
-            UnicodeDecodeError,
-            KeyError,
-            zlib.error,
-            OverflowError,
-        ) as exc:
+        except _MALFORMED as exc:
             raise BinlogError(f"bad {_type_name(typ)} event: {exc}", self.source, pos) from None
 
     def _guess_checksum(self, data: bytes) -> bool:
@@ -478,16 +475,7 @@ class EventDecoder:
                 return decode(data, 0, len(data))
             except BinlogError as exc:
                 raise exc.at(source, pos) from None
-            except (
-                IndexError,
-                struct.error,
-                ValueError,
-                UnicodeDecodeError,
-                KeyError,
-                zlib.error,
-                OverflowError,
-                TypeError,
-            ) as exc:
+            except (*_MALFORMED, TypeError) as exc:
                 raise BinlogError(
                     f"bad row data for {tm.schema}.{tm.table} in {_type_name(typ)} event: {exc}", source, pos
                 ) from None

@@ -243,19 +243,14 @@ class CanalServerWithEmbedded:
         instance = self._check_start(client.destination)
         self._check_subscribe(instance, client)
         with self._client_lock(client.destination):
-            meta = instance.meta_manager
-            last = meta.get_lastest_batch(client)
+            last = instance.meta_manager.get_lastest_batch(client)
             if last is not None:
                 raise CanalServerError(
                     f"clientId:{client.client_id} has last batch:[{last}] isn't ack , maybe loss data"
                 )
-            store = instance.event_store
-            events = self._events(store, meta.get_cursor(client), batch_size, timeout, unit)
-            if not events:
-                return Message(-1, [], store.raw)
-            batch_id = meta.add_batch(client, self._meta_range(events))
-            message = self._message(batch_id, events, store.raw)
-            self.ack(client, batch_id)
+            message = self.get_without_ack(client, batch_size, timeout, unit)
+            if message.id != -1:
+                self.ack(client, message.id)
             return message
 
     def get_without_ack(
