@@ -27,7 +27,7 @@ prints per minute: Spark's addBatch (median/max), the background apply's rounds 
 seconds, micro-batches per round), the lag p99, the Parquet files under current/ and
 changelog/ (on disk) and the change log's live files (what a reader lists), ``lake1``'s log
 entries, and a full-table query of ``lake1`` (median of 5, once the lake has caught up) through
-delta-rs (``full_table_query_s``) and through ``pycanal.spark.tablestate.read_table``
+delta-rs (``full_table_query_s``) and through ``pycanal.spark.delta.tablestate.read_table``
 (``read_table_s``: the last checkpoint and the entries after it), next to the delta-rs query on its
 rows written as a new one-commit table (``fresh_table_query_s``: the table's size without its
 minutes of streaming); and where the minute's CPU went (``cpu_s``: the driver, the JVM, the server,
@@ -85,11 +85,11 @@ import oltp as oltp_bench  # noqa: E402
 import pipeline as pipeline_bench  # noqa: E402
 import servers  # noqa: E402
 from pycanal.spark.changelog import change_log_files  # noqa: E402
-from pycanal.spark.cow import read_rows  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
-from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
+from pycanal.spark.delta.tablestate import TableReader, read_rows, read_table  # noqa: E402
+from pycanal.spark.job import Pipeline, start_pipeline  # noqa: E402
 from pycanal.spark.maintenance import Maintenance  # noqa: E402
-from pycanal.spark.tablestate import TableReader, read_table  # noqa: E402
+from pycanal.spark.session import spark_session  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
 

@@ -55,7 +55,8 @@ import servers  # noqa: E402
 from pycanal.spark.apply import applied_batch_ids  # noqa: E402
 from pycanal.spark.changelog import ChangeLog  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
-from pycanal.spark.job import Pipeline, spark_session, start_pipeline  # noqa: E402
+from pycanal.spark.job import Pipeline, start_pipeline  # noqa: E402
+from pycanal.spark.session import spark_session  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
 

@@ -13,28 +13,20 @@ ends the stream at the end of the binlog), it measures:
    ``information_schema``, TABLE_MAPs completed by it), building every row's Python values;
 2. ``pycanal_entries``: the same stream turned into serialized Canal ``Entry`` bytes by
    ``RawEntryConverter`` (what the server stores and sends: byte-identical to protobuf's
-   serialization, written directly): entries/s and rows/s; and ``pycanal_entries_protobuf``,
-   the same through ``EntryConverter`` (protobuf messages, a ``Column`` message per value);
-   ``pycanal_entries_parallel``: the same bytes through ``ParallelEntryConverter`` (the row
-   images encoded by worker processes forked inside the timed run, and by the reading process
-   when they are all busy; ``--workers`` lists the worker counts to measure), driven as the
-   parser drives it (``submit``/``ready``, ``drain`` at the end); its entries are checked equal
-   to ``RawEntryConverter``'s (a digest, untimed);
+   serialization, written directly): entries/s and rows/s;
 3. ``python_mysql_replication``: ``BinLogStreamReader`` building every ``row["values"]`` (the
    settings of ``bench/decode.py``).
 
-Each is the best of ``--repeat`` runs (wall time; CPU includes the workers'). One JSON object
-goes to stdout; progress to stderr.
+Each is the best of ``--repeat`` runs (wall time). One JSON object goes to stdout; progress to
+stderr.
 
     .venv/bin/python bench/stream.py [--rows 300000] [--repeat 3] [--pmr-repeat 1] [--skip-pmr]
-        [--workers 1,2] [--window-events 32] [--window-bytes 262144] [--depth 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -50,8 +42,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import decode as decode_bench  # noqa: E402  (bench/decode.py: the workload and PMR runner)
 import pycanal  # noqa: E402
 from pycanal.binlog.events import RowsEvent  # noqa: E402
-from pycanal.parse.convert import EntryConverter  # noqa: E402
-from pycanal.parse.pool import ParallelEntryConverter, default_workers  # noqa: E402
 from pycanal.parse.rawentry import RawEntryConverter  # noqa: E402
 from pycanal.parse.stream import ReplicaStream  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
@@ -90,80 +80,29 @@ def pycanal_stream(db: PrivateMariaDB, file: str) -> tuple[int, float]:
 
 
 class EntriesRun:
-    """The stream through a converter; counts rows and entries (ROWDATA entries are built with
-    every column of every row)."""
+    """The stream through ``RawEntryConverter``; counts rows and entries (ROWDATA entries are built
+    with every column of every row)."""
 
-    def __init__(self, db: PrivateMariaDB, file: str, converter: type = RawEntryConverter) -> None:
-        self.db, self.file, self.converter = db, file, converter
+    def __init__(self, db: PrivateMariaDB, file: str) -> None:
+        self.db, self.file = db, file
         self.entries = 0
         self.row_entries = 0
 
     def __call__(self) -> tuple[int, float]:
         c0 = time.process_time()
-        n = entries = row_entries = 0
-        conv = self.converter()
+        entries = row_entries = 0
+        conv = RawEntryConverter()
         convert = conv.convert
-        # RawEntryConverter counts its rows: its fused path writes entries from the row bytes,
-        # so reading ``e.rows`` here would decode every row again
-        counted = isinstance(conv, RawEntryConverter)
         with _stream(self.db, self.file) as stream:
             for e in stream.events():
                 out = convert(e)
                 entries += len(out)
                 if isinstance(e, RowsEvent):
-                    if not counted:
-                        n += len(e.rows)
                     row_entries += len(out)
-        if counted:
-            n = conv.rows_converted
         self.entries, self.row_entries = entries, row_entries
-        return n, time.process_time() - c0
-
-
-class ParallelRun:
-    """The stream through ``ParallelEntryConverter`` (workers started inside the run), driven
-    as the parser drives it; counts rows and entries, digests the entries when ``digest``."""
-
-    def __init__(self, db: PrivateMariaDB, file: str, digest: bool = False, **settings: Any) -> None:
-        self.db, self.file, self.settings = db, file, settings
-        self.digest = hashlib.sha256() if digest else None
-        self.entries = 0
-        self.windows: dict[str, int] = {}
-
-    def __call__(self) -> tuple[int, float]:
-        c0 = time.process_time() + decode_bench._children_cpu()
-        entries = 0
-        digest = self.digest
-        with ParallelEntryConverter(**self.settings) as pool, _stream(self.db, self.file) as stream:
-            submit, ready = pool.submit, pool.ready
-            for e in stream.events():
-                submit(e)
-                for _event, out in ready():
-                    entries += len(out)
-                    if digest is not None:
-                        for raw in out:
-                            digest.update(raw)
-            while batch := pool.drain():
-                for _event, out in batch:
-                    entries += len(out)
-                    if digest is not None:
-                        for raw in out:
-                            digest.update(raw)
-            n = pool.rows_converted
-            self.windows = {"sent_to_workers": pool.windows_sent, "encoded_here": pool.windows_here}
-        self.entries = entries
-        return n, time.process_time() + decode_bench._children_cpu() - c0
-
-
-def inline_digest(db: PrivateMariaDB, file: str) -> str:
-    """Untimed: sha256 over RawEntryConverter's entries of the stream."""
-    digest = hashlib.sha256()
-    conv = RawEntryConverter()
-    with _stream(db, file) as stream:
-        for e in stream.events():
-            for raw in conv.convert(e):
-                digest.update(raw)
-    return digest.hexdigest()
+        # counted by the converter: its fused path writes entries from the row bytes, so reading
+        # ``e.rows`` here would decode every row again
+        return conv.rows_converted, time.process_time() - c0
 
 
 def verify(db: PrivateMariaDB, file: str, n: int) -> None:
@@ -198,24 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         default="FULL",
         help="binlog_row_metadata (default FULL: python-mysql-replication 1.x needs it for column names)",
     )
-    ap.add_argument(
-        "--workers",
-        default=str(default_workers()),
-        help=f"worker counts of pycanal_entries_parallel, comma-separated (default {default_workers()})",
-    )
-    ap.add_argument("--window-events", type=int, default=32, help="ParallelEntryConverter window_events")
-    ap.add_argument("--window-bytes", type=int, default=256 << 10, help="ParallelEntryConverter window_bytes")
-    ap.add_argument("--depth", type=int, default=3, help="ParallelEntryConverter depth")
     args = ap.parse_args(argv)
     if args.rows < 1 or args.repeat < 1 or args.pmr_repeat < 1:
         ap.error("--rows, --repeat and --pmr-repeat must be positive")
-    try:
-        worker_counts = [int(w) for w in args.workers.split(",")]
-    except ValueError:
-        ap.error(f"--workers must be comma-separated integers, not {args.workers!r}")
-    if not worker_counts or min(worker_counts) < 1:
-        ap.error("--workers must list positive counts")
-    window = {"window_events": args.window_events, "window_bytes": args.window_bytes, "depth": args.depth}
     load_start = os.getloadavg()
     result: dict[str, Any] = {}
     with contextlib.redirect_stdout(sys.stderr):
@@ -239,29 +163,6 @@ def main(argv: list[str] | None = None) -> int:
             entries["entries"] = run.entries
             entries["rowdata_entries"] = run.row_entries
             entries["entries_per_s"] = round(run.entries / entries["wall_s"])
-            proto = decode_bench.best_of(
-                "pycanal_entries_protobuf", args.repeat, EntriesRun(db, file, EntryConverter), args.rows
-            )
-            log("digest of the inline entries, and of the parallel ones (untimed)")
-            want = inline_digest(db, file)
-            parallel: dict[int, dict[str, Any]] = {}
-            for workers in worker_counts:
-                check = ParallelRun(db, file, digest=True, workers=workers, **window)
-                check()
-                if check.digest is None or check.digest.hexdigest() != want:
-                    raise RuntimeError(f"ParallelEntryConverter with {workers} workers: entries differ")
-                prun = ParallelRun(db, file, workers=workers, **window)
-                par = decode_bench.best_of(
-                    f"pycanal_entries_parallel[{workers}]", args.repeat, prun, args.rows
-                )
-                par["entries"] = prun.entries
-                par["entries_per_s"] = round(prun.entries / par["wall_s"])
-                par["windows_last_run"] = prun.windows
-                par["settings"] = {"workers": workers, **window}
-                par["check"] = "sha256 of the entries equals RawEntryConverter's"
-                parallel[workers] = par
-            best_workers = min(parallel, key=lambda w: parallel[w]["wall_s"])
-            best_parallel = parallel[best_workers]
 
             pmr = None
             pmr_version = None
@@ -285,37 +186,24 @@ def main(argv: list[str] | None = None) -> int:
                 "rows_per_s": {
                     "pycanal_stream": stream["rows_per_s"],
                     "pycanal_entries": entries["rows_per_s"],
-                    "pycanal_entries_protobuf": proto["rows_per_s"],
-                    **{f"pycanal_entries_parallel_{w}_workers": p["rows_per_s"] for w, p in parallel.items()},
                     "python_mysql_replication": pmr["rows_per_s"] if pmr else None,
                 },
                 "entries_per_s": entries["entries_per_s"],
                 "ratio": {
                     "pycanal_stream_over_python_mysql_replication": ratio(stream, pmr),
                     "pycanal_entries_over_python_mysql_replication": ratio(entries, pmr),
-                    "pycanal_entries_protobuf_over_python_mysql_replication": ratio(proto, pmr),
                     "pycanal_entries_over_pycanal_stream": ratio(entries, stream),
-                    **{
-                        f"pycanal_entries_parallel_{w}_workers_over_python_mysql_replication": ratio(p, pmr)
-                        for w, p in parallel.items()
-                    },
-                    "pycanal_entries_parallel_over_pycanal_entries": ratio(best_parallel, entries),
                 },
                 "goal": "pycanal >= 10x python-mysql-replication",
                 "pycanal_stream": stream,
                 "pycanal_entries": entries,
-                "pycanal_entries_protobuf": proto,
-                "pycanal_entries_parallel": {str(w): p for w, p in parallel.items()},
                 "python_mysql_replication": pmr,
                 "notes": [
                     "pycanal_stream: ReplicaStream (schema history from information_schema, SQLite in a "
                     "temp dir; TABLE_MAPs completed by it) building every value; wall time includes "
                     "connecting, SHOW MASTER STATUS and loading the schema",
                     "pycanal_entries: the same stream through RawEntryConverter.convert (serialized Entry "
-                    "bytes, byte-identical to protobuf's); pycanal_entries_protobuf: through "
-                    "EntryConverter.convert (protobuf messages); one ROWDATA entry per rows event",
-                    "pycanal_entries_parallel: ParallelEntryConverter (submit/ready per event, drain at the "
-                    "end), its worker processes forked inside each timed run; CPU counts the workers'",
+                    "bytes, byte-identical to protobuf's); one ROWDATA entry per rows event",
                 ],
                 "versions": {
                     "python": platform.python_version(),

@@ -22,7 +22,7 @@ _SESSION: list[Any] = []
 
 def _session() -> Any:
     if not _SESSION:
-        from pycanal.spark.job import spark_session
+        from pycanal.spark.session import spark_session
 
         local_dir = tempfile.mkdtemp(prefix="pycanal-spark-")
         spark = spark_session(local_dir, "pycanal-tests")
@@ -63,7 +63,7 @@ class Binlog:
     def rows(self, tables: str) -> list[Any]:
         """The change rows of the tables matching the Canal-style regex ``tables``."""
         from pycanal.parse.filter import TableFilter
-        from pycanal.spark.rows import EventRows
+        from pycanal.spark.event_rows import EventRows
 
         return list(EventRows(accepts=TableFilter(tables)).rows(self.events()))
 

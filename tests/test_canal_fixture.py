@@ -17,7 +17,7 @@ import pytest
 from pycanal.client.simple import CanalClientError, SimpleConnector
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.testing import PrivateMariaDB
-from pycanal.testing import canal as canal_module
+from pycanal.testing import _process as process_module
 from pycanal.testing._process import free_port
 from pycanal.testing.canal import CANAL_VERSION, CanalStartError, PrivateCanal
 
@@ -204,7 +204,7 @@ def test_port_clash_is_retried_on_another_port(
         busy.listen()
         taken = busy.getsockname()[1]
         ports = iter([taken, free_port()])
-        monkeypatch.setattr(canal_module, "_free_port", lambda: next(ports))
+        monkeypatch.setattr(process_module, "free_port", lambda: next(ports))
         canal = canal_factory(tsdb=False)
         assert canal.port != taken
         with canal.connector() as conn:

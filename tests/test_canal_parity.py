@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import pytest
 
+from entry_oracle import EntryConverter
 from pycanal.binlog import events as ev
 from pycanal.binlog.constants import EventType as E
-from pycanal.parse.convert import EntryConverter
+from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.store.event import Event
 
@@ -85,6 +86,14 @@ TABLE = [
 ]
 
 
+def entries(conv: RawEntryConverter, event: ev.Event) -> list[pb.Entry]:
+    """The production builder's entries of ``event`` as messages; their bytes are the protobuf
+    oracle's."""
+    raw = conv.convert(event)
+    assert raw == [e.SerializeToString() for e in EntryConverter().convert(event)]
+    return [pb.Entry.FromString(data) for data in raw]
+
+
 def _query(sql: str, schema: str) -> ev.QueryEvent:
     return ev.QueryEvent(E.QUERY, 1700000000, 3, 80, 1080, 0, 1000, "bin.000009", thread_id=7, schema=schema,
                          query=sql)  # fmt: skip
@@ -92,7 +101,7 @@ def _query(sql: str, schema: str) -> ev.QueryEvent:
 
 @pytest.mark.parametrize(("sql", "schema", "canal"), TABLE)
 def test_query_entry_as_canal(sql: str, schema: str, canal: tuple | None) -> None:
-    (entry,) = EntryConverter().convert(_query(sql, schema))
+    (entry,) = entries(RawEntryConverter(), _query(sql, schema))
     h = entry.header
     change = pb.RowChange.FromString(entry.storeValue)
     assert entry.entryType == pb.ROWDATA
@@ -116,11 +125,11 @@ def test_query_entry_as_canal(sql: str, schema: str, canal: tuple | None) -> Non
 
 
 def test_transaction_markers_as_canal() -> None:
-    conv = EntryConverter()
+    conv = RawEntryConverter()
     # LEC:240-247: endsWithIgnoreCase BEGIN / COMMIT, whatever precedes it
-    assert [e.entryType for e in conv.convert(_query("BEGIN", "shop"))] == [pb.TRANSACTIONBEGIN]
-    assert [e.entryType for e in conv.convert(_query("COMMIT", ""))] == [pb.TRANSACTIONEND]
+    assert [e.entryType for e in entries(conv, _query("BEGIN", "shop"))] == [pb.TRANSACTIONBEGIN]
+    assert [e.entryType for e in entries(conv, _query("COMMIT", ""))] == [pb.TRANSACTIONEND]
     # LEC:222-239: XA COMMIT / ROLLBACK are ROWDATA entries without isDdl
-    (xa,) = conv.convert(_query("XA COMMIT X'01',X'',1", ""))
+    (xa,) = entries(conv, _query("XA COMMIT X'01',X'',1", ""))
     change = pb.RowChange.FromString(xa.storeValue)
     assert (change.eventType, change.HasField("isDdl")) == (pb.XACOMMIT, False)

@@ -1,9 +1,10 @@
-"""EntryConverter on the real binlog fixtures (shared/fixtures/binlog) and its value rules.
+"""Canal entries (``RawEntryConverter``, parsed back into messages) on the real binlog fixtures
+(shared/fixtures/binlog) and their value rules.
 
 Every expectation here is exact: entry types and header positions, GTID/XID payloads, and the
 columns (index, name, sqlType, mysqlType, isKey, updated, value) of INSERT/UPDATE/DELETE rows.
 The values were checked against what the fixtures' source repositories assert (see
-``fixture_expectations.py``) and against Canal's rules (``pycanal.parse.convert`` docstring).
+``fixture_expectations.py``) and against Canal's rules (``docs/compatibility.md``, "Canal entries").
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from decimal import Decimal
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -19,15 +19,13 @@ import fixture_expectations as X
 from pycanal.binlog import EventDecoder, read_events
 from pycanal.binlog import events as ev
 from pycanal.binlog.constants import EventType as E
+from pycanal.binlog.errors import TableIdNotFoundError
 from pycanal.binlog.gtid import MariadbGtidSet, MysqlGtidSet
 from pycanal.binlog.tablemap import TableMap
-from pycanal.parse.convert import (
-    EntryConverter,
-    TableIdNotFoundError,
-    _decimal_text,
-    java_double_text,
-    keyword_ddl_classifier,
-)
+from pycanal.parse import queries
+from pycanal.parse.columns import decimal_text, java_double_text
+from pycanal.parse.ddl import DdlResult, DdlType, parse_ddl
+from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.protocol import CanalEntry as C
 
 DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
@@ -38,11 +36,16 @@ REAL, DOUBLE, VARCHAR, DATE, TIME, TIMESTAMP, BLOB, CLOB = 7, 8, 12, 91, 92, 93,
 
 
 # --------------------------------------------------------------------------- helpers
+class Converter(RawEntryConverter):
+    """The production builder, its entries parsed back into messages."""
+
+    def entries(self, event: ev.Event) -> list[C.Entry]:
+        return [C.Entry.FromString(raw) for raw in self.convert(event)]
+
+
 def convert(path: Path, **options) -> list[C.Entry]:
-    # The keyword classifier keeps these expectations independent of the full DDL parser.
-    options.setdefault("ddl_classifier", keyword_ddl_classifier)
-    conv = EntryConverter(**options)
-    return [entry for event in read_events(path) for entry in conv.convert(event)]
+    conv = Converter(**options)
+    return [entry for event in read_events(path) for entry in conv.entries(event)]
 
 
 def brief(entry: C.Entry) -> tuple:
@@ -179,7 +182,7 @@ def test_enum_and_set_labels_mode(fixtures_dir: Path):
     assert [c[6] for c in before[2:4]] == ["var1", "one,three"]
     assert [c[6] for c in after[2:4]] == ["variant2", "two,four"]
     with pytest.raises(ValueError, match="enum_set"):
-        EntryConverter(enum_set="labels")
+        Converter(enum_set="labels")
 
 
 # --------------------------------------------------------------------------- MariaDB 10.5 FULL
@@ -499,10 +502,10 @@ def test_bit_time_and_decimal(fixtures_dir: Path):
 
 
 def test_sakila_enum_set_year_without_labels(fixtures_dir: Path):
-    conv = EntryConverter()
+    conv = Converter()
     film = None
     for event in read_events(fixtures_dir / "mysql-binlog-connector-java" / "mysql-bin.sakila"):
-        for entry in conv.convert(event):
+        for entry in conv.entries(event):
             if entry.header.tableName == "film" and entry.header.eventType == C.INSERT:
                 film = entry
                 break
@@ -723,12 +726,12 @@ def test_table_meta_from_a_schema_history(fixtures_dir: Path):
             column_types=["int(10) unsigned", "varchar(255)", "varchar(355)"],
         )
 
-    conv = EntryConverter()
+    conv = Converter()
     decoder = EventDecoder(table_meta=complete)
     entries = [
         e
         for event in read_events(fixtures_dir / "binlog-parser" / "mysql-bin.01", decoder=decoder)
-        for e in conv.convert(event)
+        for e in conv.entries(event)
     ]
     (_, after) = rows(entries[1])[0]
     assert after == [
@@ -768,9 +771,9 @@ def test_java_double_text(x, text):
 
 
 def test_decimal_text():
-    assert _decimal_text(Decimal("-0.00")) == "0.00"
-    assert _decimal_text(Decimal("-12345.678900")) == "-12345.678900"
-    assert _decimal_text(Decimal("1E+2")) == "100"
+    assert decimal_text(Decimal("-0.00")) == "0.00"
+    assert decimal_text(Decimal("-12345.678900")) == "-12345.678900"
+    assert decimal_text(Decimal("1E+2")) == "100"
 
 
 @pytest.mark.parametrize(
@@ -794,8 +797,8 @@ def test_decimal_text():
         ("ALTER USER 'root'@'localhost' IDENTIFIED BY 'x'", "db", []),
     ],
 )
-def test_keyword_ddl_classifier(sql, schema, expected):
-    assert keyword_ddl_classifier(sql, schema) == expected
+def test_statement_classes(sql, schema, expected):
+    assert [(str(r.type), r.schema, r.table) for r in parse_ddl(sql, schema)] == expected
 
 
 def _query(sql: str, schema: str = "db", thread_id: int = 5) -> ev.QueryEvent:
@@ -804,53 +807,47 @@ def _query(sql: str, schema: str = "db", thread_id: int = 5) -> ev.QueryEvent:
     )
 
 
-def test_classifier_results_in_any_shape():
-    shapes = [
-        [("alter", "s", "t")],
-        [["ALTER", "s", "t", "extra"]],
-        [SimpleNamespace(type="ALTER", schema="s", table="t")],
-        [SimpleNamespace(event_type=SimpleNamespace(name="ALTER"), schema_name="s", table_name="t")],
-        [SimpleNamespace(type=C.ALTER, schema="s", table="t")],
-    ]
-    for result in shapes:
-        conv = EntryConverter(ddl_classifier=lambda sql, schema, r=result: r)
-        (entry,) = conv.convert(_query("ALTER TABLE s.t ADD x int"))
-        assert brief(entry) == ("ROWDATA", 1000, 80, "s", "t", "ALTER")
-        assert payload(entry).isDdl and payload(entry).eventType == C.ALTER
+def test_classifier_failures_and_multiple_results(monkeypatch: pytest.MonkeyPatch):
+    alter = _query("ALTER TABLE s.t ADD x int")
+    (entry,) = Converter().entries(alter)
+    assert brief(entry) == ("ROWDATA", 1000, 80, "s", "t", "ALTER")
+    assert payload(entry).isDdl and payload(entry).eventType == C.ALTER
 
     def broken(sql, schema):
         raise RuntimeError("cannot parse")
 
-    for classifier in (broken, lambda sql, schema: [("NOT_A_TYPE", "s", "t")]):
-        (entry,) = EntryConverter(ddl_classifier=classifier).convert(_query("ALTER TABLE s.t ADD x int"))
+    unknown = [DdlResult(DdlType.UNKNOWN, "s", "t", error="cannot read it")]
+    for classifier in (broken, lambda sql, schema: unknown):
+        monkeypatch.setattr(queries, "parse_ddl", classifier)
+        (entry,) = Converter().entries(alter)
         assert brief(entry)[5] == "QUERY" and payload(entry).isDdl
     # no result: an informational QUERY (Canal drops the statement), isDdl not set
-    (entry,) = EntryConverter(ddl_classifier=lambda sql, schema: None).convert(
-        _query("ALTER TABLE s.t ADD x int")
-    )
+    monkeypatch.setattr(queries, "parse_ddl", lambda sql, schema: [])
+    (entry,) = Converter().entries(alter)
     assert brief(entry)[3:] == ("", "", "QUERY") and not payload(entry).HasField("isDdl")
     # multi-statement DDL: the first result names the entry
-    conv = EntryConverter(ddl_classifier=lambda sql, schema: [("RENAME", "d", "b"), ("RENAME", "d", "c")])
-    (entry,) = conv.convert(_query("RENAME TABLE a TO b, x TO c", schema="d"))
+    renames = [DdlResult(DdlType.RENAME, "d", "b"), DdlResult(DdlType.RENAME, "d", "c")]
+    monkeypatch.setattr(queries, "parse_ddl", lambda sql, schema: renames)
+    (entry,) = Converter().entries(_query("RENAME TABLE a TO b, x TO c", schema="d"))
     assert brief(entry)[3:] == ("d", "b", "RENAME")
     assert payload(entry).ddlSchemaName == "d"
 
 
 def test_query_statements_as_canal_reads_them():
-    conv = EntryConverter()
-    (begin,) = conv.convert(_query("BEGIN", thread_id=768))
+    conv = Converter()
+    (begin,) = conv.entries(_query("BEGIN", thread_id=768))
     assert brief(begin) == ("TRANSACTIONBEGIN", 1000, 80, "", "", None)
     assert payload(begin).threadId == 768 and props(payload(begin)) == []
-    (end,) = conv.convert(_query("COMMIT"))
+    (end,) = conv.entries(_query("COMMIT"))
     assert brief(end)[0] == "TRANSACTIONEND" and payload(end).transactionId == "0"
-    (xa_start,) = conv.convert(_query("XA START X'01',X'',1", thread_id=9))
+    (xa_start,) = conv.entries(_query("XA START X'01',X'',1", thread_id=9))
     assert payload(xa_start).threadId == 9
     assert props(payload(xa_start)) == [("XA_TYPE", "XA START"), ("XA_XID", " X'01',X'',1")]
-    (xa_end,) = conv.convert(_query("XA END X'01',X'',1"))
+    (xa_end,) = conv.entries(_query("XA END X'01',X'',1"))
     assert brief(xa_end)[0] == "TRANSACTIONEND" and payload(xa_end).transactionId == "0"
     assert props(payload(xa_end)) == [("XA_TYPE", "XA END"), ("XA_XID", " X'01',X'',1")]
     for sql, kind in (("XA COMMIT X'01',X'',1", "XACOMMIT"), ("XA ROLLBACK X'01',X'',1", "XAROLLBACK")):
-        (entry,) = conv.convert(_query(sql))
+        (entry,) = conv.entries(_query(sql))
         assert brief(entry) == ("ROWDATA", 1000, 80, "", "", kind)
         change = payload(entry)
         assert (C.EventType.Name(change.eventType), change.sql, change.HasField("isDdl")) == (
@@ -859,21 +856,21 @@ def test_query_statements_as_canal_reads_them():
             False,
         )
         assert props(change) == [("XA_TYPE", kind[:2] + " " + kind[2:]), ("XA_XID", " X'01',X'',1")]
-    (savepoint,) = conv.convert(_query("SAVEPOINT sp1"))
+    (savepoint,) = conv.entries(_query("SAVEPOINT sp1"))
     assert brief(savepoint)[3:] == ("", "", "QUERY") and not payload(savepoint).HasField("isDdl")
-    (no_schema,) = conv.convert(_query("CREATE DATABASE x", schema=""))
+    (no_schema,) = conv.entries(_query("CREATE DATABASE x", schema=""))
     assert brief(no_schema)[3:] == ("x", "", "QUERY")
     assert payload(no_schema).ddlSchemaName == "" and payload(no_schema).isDdl
 
 
 def test_xid_heartbeat_and_ignored_events():
-    conv = EntryConverter()
-    (end,) = conv.convert(
+    conv = Converter()
+    (end,) = conv.entries(
         ev.XidEvent(E.XID, 1700000000, 3, 31, 2000, 0, 1969, "bin.000009", xid=18446744073709551615)
     )
     assert payload(end).transactionId == "18446744073709551615"
     assert end.header.executeTime == 1700000000000
-    (hb,) = conv.convert(
+    (hb,) = conv.entries(
         ev.HeartbeatEvent(
             E.HEARTBEAT, 0, 3, 39, 2000, 0, 0, "bin.000009", log_file="bin.000009", log_pos=2000
         )
@@ -889,14 +886,14 @@ def test_xid_heartbeat_and_ignored_events():
             E.EXECUTE_LOAD_QUERY, 0, 3, 44, 0, 0, 0, "bin.000009", query="LOAD DATA INFILE 'x' INTO TABLE t"
         ),
     ):
-        assert conv.convert(ignored) == []
+        assert conv.entries(ignored) == []
 
 
 def test_rows_without_their_table_map():
-    conv = EntryConverter()
+    conv = Converter()
     event = ev.RowsEvent(E.WRITE_ROWS, 0, 3, 60, 1060, 0, 1000, "bin.000009", kind="INSERT", table_id=42)
     with pytest.raises(TableIdNotFoundError, match="table id 42") as info:
-        conv.convert(event)
+        conv.entries(event)
     assert (info.value.table_id, info.value.source, info.value.offset) == (42, "bin.000009", 1000)
 
 
@@ -904,12 +901,9 @@ def test_fixtures_dir_is_the_shared_one(fixtures_dir: Path):
     assert fixtures_dir == DIR
 
 
-def test_default_classifier_is_the_ddl_parser():
-    from pycanal.parse.ddl import parse_ddl
-
-    conv = EntryConverter()
-    assert conv.ddl_classifier is parse_ddl
-    (rename,) = conv.convert(_query("RENAME TABLE a TO b, c TO d", schema="shop"))
+def test_the_classifier_is_the_ddl_parser():
+    conv = Converter()
+    (rename,) = conv.entries(_query("RENAME TABLE a TO b, c TO d", schema="shop"))
     assert brief(rename)[3:] == ("shop", "b", "RENAME")
-    (drop,) = conv.convert(_query("DROP TABLE IF EXISTS `x`.`y`"))
+    (drop,) = conv.entries(_query("DROP TABLE IF EXISTS `x`.`y`"))
     assert brief(drop)[3:] == ("x", "y", "ERASE") and payload(drop).isDdl

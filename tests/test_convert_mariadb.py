@@ -1,4 +1,4 @@
-"""EntryConverter against a live private MariaDB (binlog_row_metadata=FULL): every column family
+"""Canal entries (``RawEntryConverter``, parsed back into messages) against a live private MariaDB (binlog_row_metadata=FULL): every column family
 in INSERT/UPDATE/DELETE, TIMESTAMP in UTC and in configured zones, transactions opened by GTID
 events, XA, a non-transactional COMMIT, DDL, and the transaction buffer over the stream.
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from entry_oracle import EntryConverter
 from pycanal.binlog import read_events
 from pycanal.parse.buffer import TransactionBuffer
-from pycanal.parse.convert import EntryConverter, keyword_ddl_classifier
 from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.protocol import CanalEntry as C
 from pycanal.store.event import Event
@@ -110,8 +110,13 @@ def run(db: PrivateMariaDB, statements: list[str], **options) -> tuple[list, lis
     db.flush_binary_logs()
     assert db.binlog_dir is not None
     events = list(read_events(Path(db.binlog_dir) / file, start_position=pos))
-    conv = EntryConverter(**options)
-    return events, [entry for e in events for entry in conv.convert(e)]
+    return events, entries_of(events, **options)
+
+
+def entries_of(events: list, **options) -> list[C.Entry]:
+    """The production builder's entries of ``events``, parsed back into messages."""
+    conv = RawEntryConverter(**options)
+    return [C.Entry.FromString(raw) for e in events for raw in conv.convert(e)]
 
 
 @pytest.fixture(scope="module")
@@ -272,8 +277,7 @@ def test_update_and_delete_updated_flags(types_stream):
 )
 def test_timestamp_in_a_configured_zone(types_stream, zone, ts, ts6):
     (table, events, _), _ = types_stream
-    conv = EntryConverter(timezone=zone)
-    entries = [entry for e in events for entry in conv.convert(e)]
+    entries = entries_of(events, timezone=zone)
     inserts = [e for e in _rows(entries, table) if e.header.eventType == C.INSERT]
     (row,) = change(inserts[0]).rowDatas
     by_name = {c.name: c for c in row.afterColumns}
@@ -286,15 +290,13 @@ def test_timestamp_in_a_configured_zone(types_stream, zone, ts, ts6):
 
 def test_labels_mode_live(types_stream):
     (table, events, _), _ = types_stream
-    conv = EntryConverter(enum_set="label")
-    entries = [entry for e in events for entry in conv.convert(e)]
+    entries = entries_of(events, enum_set="label")
     (row,) = change([e for e in _rows(entries, table) if e.header.eventType == C.INSERT][0]).rowDatas
     by_name = {c.name: (c.sqlType, c.value) for c in row.afterColumns}
     assert (by_name["e"], by_name["st"]) == ((CHAR, "b"), (CHAR, "x,z"))
 
 
-@pytest.mark.parametrize("classifier", [None, keyword_ddl_classifier], ids=["parse_ddl", "keywords"])
-def test_xa_commit_query_and_ddl(mariadb: PrivateMariaDB, classifier):
+def test_xa_commit_query_and_ddl(mariadb: PrivateMariaDB):
     suffix = uuid.uuid4().hex[:8]
     t, m, db = f"conv_xa_{suffix}", f"conv_m_{suffix}", f"conv_db_{suffix}"
     mariadb.execute(f"CREATE TABLE pycanal.{t} (id INT PRIMARY KEY, v INT)")
@@ -324,7 +326,6 @@ def test_xa_commit_query_and_ddl(mariadb: PrivateMariaDB, classifier):
             f"DROP DATABASE {db}",
         ],
         filter_query_dml=True,
-        ddl_classifier=classifier,
     )
     xa1 = "X'677431',X'627131',7"
     xa2 = "X'677432',X'',1"
@@ -435,7 +436,7 @@ def test_statement_text_a_latin1_client_wrote(mariadb: PrivateMariaDB):
     mariadb.flush_binary_logs()
     events = list(read_events(Path(mariadb.binlog_dir) / file, start_position=pos))
     raw = [r for e in events for r in RawEntryConverter().records(e)]
-    entries = [entry for e in events for entry in EntryConverter().convert(e)]
+    entries = [entry for e in events for entry in EntryConverter().convert(e)]  # the protobuf oracle
     assert [r.raw for r in raw] == [e.SerializeToString() for e in entries]
     changes = [C.RowChange.FromString(e.storeValue) for e in entries if e.entryType == C.ROWDATA]
     annotate, insert, alter = (c for c in changes)

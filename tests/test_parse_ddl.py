@@ -11,13 +11,12 @@ from pycanal.parse.ddl import (
     DdlType,
     OtherStatement,
     RenameTables,
-    _hand_results,
-    _sg_results,
     normalize_sql,
     parse_ddl,
     parse_statement,
     tokenize,
 )
+from pycanal.parse.ddl.classify import _hand_results, _sg_results
 
 
 def brief(sql: str, schema: str | None = "d"):

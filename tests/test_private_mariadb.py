@@ -13,7 +13,7 @@ import pymysql
 import pytest
 
 from pycanal.testing import MariaDBStartError, PrivateMariaDB, mariadb_binlog_path
-from pycanal.testing import mariadb as mariadb_module
+from pycanal.testing import _process as process_module
 
 MAGIC = b"\xfebin"
 
@@ -205,14 +205,14 @@ def test_port_clash_is_retried(monkeypatch: pytest.MonkeyPatch, mariadb_factory)
     busy.bind(("127.0.0.1", 0))
     busy.listen(1)
     busy_port = busy.getsockname()[1]
-    real_free_port = mariadb_module._free_port
+    real_free_port = process_module.free_port
     handed_out: list[int] = []
 
     def fake_free_port() -> int:
         handed_out.append(busy_port if not handed_out else real_free_port())
         return handed_out[-1]
 
-    monkeypatch.setattr(mariadb_module, "_free_port", fake_free_port)
+    monkeypatch.setattr(process_module, "free_port", fake_free_port)
     try:
         db = mariadb_factory()
         assert len(handed_out) == 2

@@ -1,4 +1,5 @@
-"""RawEntryConverter: byte-for-byte the entries of EntryConverter + SerializeToString().
+"""RawEntryConverter: byte-for-byte the entries of the protobuf oracle (``entry_oracle``) +
+SerializeToString().
 
 On every good binlog fixture (several option sets, GTID mode), on the readable prefix of the bad
 ones, and on a live private MariaDB binlog with every column family (NULLs, UPDATE updated
@@ -18,13 +19,16 @@ import pytest
 
 import fixture_expectations as X
 import workload
+from entry_oracle import EntryConverter, image
 from pycanal.binlog import events as ev
 from pycanal.binlog import read_events
-from pycanal.binlog.errors import BinlogError
+from pycanal.binlog.errors import BinlogError, TableIdNotFoundError
 from pycanal.binlog.gtid import MariadbGtidSet, MysqlGtidSet
-from pycanal.parse import rawentry as R
-from pycanal.parse.convert import EntryConverter, TableIdNotFoundError, keyword_ddl_classifier
-from pycanal.parse.rawentry import RawEntryConverter, encode_varint
+from pycanal.binlog.rows import MISSING
+from pycanal.parse import rowcode as R
+from pycanal.parse.columns import ColumnRule, ColumnRules, EntryColumn, Kind, Text
+from pycanal.parse.rawentry import RawEntryConverter
+from pycanal.parse.wire import encode_varint
 from pycanal.protocol import CanalEntry as C
 from pycanal.store.event import Event
 from pycanal.testing import PrivateMariaDB
@@ -50,15 +54,14 @@ OPTION_SETS: list[dict[str, Any]] = [
 
 
 def both(events: list[ev.Event], **options: Any) -> tuple[list[bytes], list[bytes]]:
-    """(EntryConverter entries serialized, RawEntryConverter bytes) for the same events."""
+    """(the oracle's entries serialized, RawEntryConverter bytes) for the same events."""
     expected, got, _conv = both_conv(events, **options)
     return expected, got
 
 
 def both_conv(events: list[ev.Event], **options: Any) -> tuple[list[bytes], list[bytes], RawEntryConverter]:
     """``both`` and the RawEntryConverter. It runs first: rows not decoded yet take the fused
-    path (bytes to entries), then EntryConverter decodes the same events' rows (lazily)."""
-    options.setdefault("ddl_classifier", keyword_ddl_classifier)
+    path (bytes to entries), then the oracle decodes the same events' rows (lazily)."""
     expected_conv = EntryConverter(**options)
     raw_conv = RawEntryConverter(**options)
     records = [r for e in events for r in raw_conv.records(e)]
@@ -102,11 +105,11 @@ def test_column_edge_encodings():
                 row.beforeColumns.add(**col, value=before)
             row.afterColumns.add(**col, value=value, updated=before != value)
             # the same through the generated code
-            plan = [(0, "c", True, "bit(1)", lambda v: (-7, v), -7)]
-            column = R._ColumnCode(0, "c", True, "bit(1)", -7)
-            encode = R._compile(plan, [column], "UPDATE")
+            rule = ColumnRule(Kind.FORMATTED, -7, -7, lambda v: (-7, v), text=Text.AS_IS)
+            plan = [EntryColumn(0, "c", True, "bit(1)", rule)]
+            encode = R._compile(plan, [R._ColumnCode(plan[0])], "UPDATE")
             parts = [b"\x10\x02\x50\x00"]
-            encode([((before if before is not None else R.MISSING,), (value,))], parts)
+            encode([((before if before is not None else MISSING,), (value,))], parts)
             assert b"".join(parts) == expected.SerializeToString()
 
 
@@ -122,8 +125,7 @@ def test_good_fixture_bytes_identical(fixtures_dir: Path, name: str, options: in
 @pytest.mark.parametrize("name", sorted(X.BAD_FILES))
 def test_bad_fixture_same_prefix_same_error(fixtures_dir: Path, name: str):
     """Up to the bad event both give the same bytes; at it both raise BinlogError."""
-    options = {"ddl_classifier": keyword_ddl_classifier}
-    expected_conv, raw_conv = EntryConverter(**options), RawEntryConverter(**options)
+    expected_conv, raw_conv = EntryConverter(), RawEntryConverter()
     expected: list[bytes] = []
     got: list[bytes] = []
     with pytest.raises(BinlogError):
@@ -160,7 +162,7 @@ def test_transaction_payload_rows_take_payload_position(fixtures_dir: Path):
     events = list(read_events(fixtures_dir / "mysql-binlog-connector-rust" / "mysql-bin.000057"))
     payloads = [e for e in events if isinstance(e, ev.TransactionPayloadEvent)]
     assert payloads
-    raw_conv = RawEntryConverter(ddl_classifier=keyword_ddl_classifier)
+    raw_conv = RawEntryConverter()
     for p in payloads:
         entries = [C.Entry.FromString(raw) for raw in raw_conv.convert(p)]
         rowdata = [x for x in entries if x.entryType == C.ROWDATA and x.header.eventType == C.INSERT]
@@ -174,11 +176,11 @@ def test_rows_without_table_map_raise(fixtures_dir: Path):
     rows_event = next(e for e in events if isinstance(e, ev.RowsEvent))
     rows_event.table_map = None
     with pytest.raises(TableIdNotFoundError):
-        RawEntryConverter(ddl_classifier=keyword_ddl_classifier).convert(rows_event)
+        RawEntryConverter().convert(rows_event)
 
 
 def test_sakila_speed(fixtures_dir: Path, capsys: pytest.CaptureFixture[str]):
-    """Prints rows/s of EntryConverter (+ SerializeToString) and RawEntryConverter (not asserted;
+    """Prints rows/s of the oracle (+ SerializeToString) and RawEntryConverter (not asserted;
     rows are decoded beforehand so only the conversion is timed)."""
     events = list(read_events(fixtures_dir / "mysql-binlog-connector-java" / "mysql-bin.sakila"))
     nrows = sum(len(e.rows) for e in events if isinstance(e, ev.RowsEvent))
@@ -187,7 +189,7 @@ def test_sakila_speed(fixtures_dir: Path, capsys: pytest.CaptureFixture[str]):
     def timed(make: Any, serialize: bool) -> float:
         best = float("inf")
         for _ in range(3):
-            conv = make(ddl_classifier=keyword_ddl_classifier)
+            conv = make()
             start = time.perf_counter()
             if serialize:
                 for e in events:
@@ -203,7 +205,7 @@ def test_sakila_speed(fixtures_dir: Path, capsys: pytest.CaptureFixture[str]):
     after = timed(RawEntryConverter, False)
     with capsys.disabled():
         print(
-            f"\nsakila {nrows} rows: EntryConverter+SerializeToString {before:,.0f} rows/s, "
+            f"\nsakila {nrows} rows: protobuf oracle+SerializeToString {before:,.0f} rows/s, "
             f"RawEntryConverter {after:,.0f} rows/s ({after / before:.1f}x)"
         )
 
@@ -317,80 +319,52 @@ def test_live_mariadb_bytes_identical(live_events: list[ev.Event], options: int)
 
 
 # --------------------------------------------------------------------------- specialised code
-def _plan_and_values() -> tuple[list[tuple], list[list[Any]]]:
-    """One column per converter shape the fast code specialises (and generic ones), each with
-    values covering its branches: NULL, unsigned widening bounds, negative zero, bytes in a text
-    column, UTC / zoned TIMESTAMP, Java double text, an empty ``mysqlType``."""
+def _plan_and_values() -> tuple[list[EntryColumn], list[list[Any]]]:
+    """One column per rule the fast code specialises (and ones it calls), each with values
+    covering its branches: NULL, unsigned widening bounds, negative zero, bytes in a text column,
+    UTC / zoned TIMESTAMP, Java double text, an empty ``mysqlType``."""
     from decimal import Decimal
-    from zoneinfo import ZoneInfo
 
-    from pycanal.parse import convert as CV
+    from pycanal.binlog.constants import ColumnType as T
+    from pycanal.binlog.tablemap import TableMap
 
-    J = CV.JavaTypes
-    enum_conv, enum_null = EntryConverter(enum_set="index")._enum(["a", "b"])
-    set_conv, set_null = EntryConverter(enum_set="label")._set(["x", "y"])
+    def rule(t: int, unsigned: bool = False, collation: int | None = None, labels: list[str] | None = None,
+             **options: Any) -> ColumnRule:  # fmt: skip
+        """The rule of a one-column table of type ``t``."""
+        tm = TableMap(1, 0, "s", "t", [t], [0], [True], unsigned=[unsigned], collations=[collation],
+                      enum_labels=[labels] if t == T.ENUM else None,
+                      set_labels=[labels] if t == T.SET else None)  # fmt: skip
+        return ColumnRules(**options).rule(tm, 0, None)
+
     columns = [
-        ("INT", CV._int_conv(J.INTEGER, J.BIGINT, 1 << 31, False), J.INTEGER, [1, -2147483648, 0, None, 7]),
-        (
-            "TINYINT UNSIGNED",
-            CV._int_conv(J.TINYINT, J.SMALLINT, 1 << 7, True),
-            J.TINYINT,
-            [0, 127, 128, 255, None],
-        ),
+        ("INT", rule(T.LONG), [1, -2147483648, 0, None, 7]),
+        ("TINYINT UNSIGNED", rule(T.TINY, unsigned=True), [0, 127, 128, 255, None]),
         (
             "BIGINT UNSIGNED",
-            CV._int_conv(J.BIGINT, J.DECIMAL, 1 << 63, True),
-            J.BIGINT,
+            rule(T.LONGLONG, unsigned=True),
             [None, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 5],
         ),
         (
             "DECIMAL",
-            CV._fixed(J.DECIMAL, CV._decimal_text),
-            J.DECIMAL,
+            rule(T.NEWDECIMAL),
             [Decimal("-0.00"), Decimal("12.50"), None, Decimal("-3.1"), Decimal("0E-5")],
         ),
-        (
-            "DATETIME",
-            CV._fixed(J.TIMESTAMP, str),
-            J.TIMESTAMP,
-            ["2024-02-29 12:34:56", None, "0000-00-00 00:00:00"],
-        ),
-        (
-            "TIMESTAMP UTC",
-            CV._fixed(J.TIMESTAMP, CV._Timestamps(None).text),
-            J.TIMESTAMP,
-            ["2024-03-10 07:30:00", "1970-01-01 00:00:01.5", None],
-        ),
+        ("DATETIME", rule(T.DATETIME2), ["2024-02-29 12:34:56", None, "0000-00-00 00:00:00"]),
+        ("TIMESTAMP UTC", rule(T.TIMESTAMP2), ["2024-03-10 07:30:00", "1970-01-01 00:00:01.5", None]),
         (
             "TIMESTAMP zoned",
-            CV._fixed(J.TIMESTAMP, CV._Timestamps(ZoneInfo("Asia/Shanghai")).text),
-            J.TIMESTAMP,
+            rule(T.TIMESTAMP2, timezone="Asia/Shanghai"),
             ["2024-03-10 07:30:00", None, "2038-01-19 03:14:07.999999", "0000-00-00 00:00:00"],
         ),
-        (
-            "DOUBLE",
-            CV._fixed(J.DOUBLE, CV.java_double_text),
-            J.DOUBLE,
-            [1e10, -0.0, None, 3.25e-7, float("nan")],
-        ),
-        ("BIT", CV._fixed(J.BIT), J.BIT, [1, 4095, None]),
-        (
-            "VARCHAR",
-            CV._chars_or_bytes(J.VARCHAR),
-            J.VARCHAR,
-            ["héllo", b"\xff\x00ab", "", None, "ab", b"ab"],
-        ),
-        ("CHAR BINARY", CV._chars_or_bytes(J.CHAR), J.BLOB, [b"\x80", "中文", None]),
-        ("ENUM", enum_conv, enum_null, ["b", 2, "", None]),
-        ("SET labels", set_conv, set_null, [["x", "y"], 3, None, []]),
-        (
-            "",
-            CV._int_conv(J.SMALLINT, J.INTEGER, 1 << 15, True),
-            J.SMALLINT,
-            [None, 40000, 3],
-        ),  # no mysqlType
+        ("DOUBLE", rule(T.DOUBLE), [1e10, -0.0, None, 3.25e-7, float("nan")]),
+        ("BIT", rule(T.BIT), [1, 4095, None]),
+        ("VARCHAR", rule(T.VARCHAR), ["héllo", b"\xff\x00ab", "", None, "ab", b"ab"]),
+        ("CHAR BINARY", rule(T.STRING, collation=63), [b"\x80", "中文", None]),  # NULL: BLOB
+        ("ENUM", rule(T.ENUM, labels=["a", "b"]), ["b", 2, "", None]),
+        ("SET labels", rule(T.SET, labels=["x", "y"], enum_set="label"), [["x", "y"], 3, None, []]),
+        ("", rule(T.SHORT, unsigned=True), [None, 40000, 3]),  # no mysqlType
     ]
-    plan = [(i, f"c{i}", i == 0, mt.lower(), conv, null) for i, (mt, conv, null, _) in enumerate(columns)]
+    plan = [EntryColumn(i, f"c{i}", i == 0, mt.lower(), r) for i, (mt, r, _) in enumerate(columns)]
     return plan, [values for *_, values in columns]
 
 
@@ -398,40 +372,48 @@ def _rows_for(values: list[list[Any]], n: int) -> list[tuple]:
     return [tuple(vals[k % len(vals)] for vals in values) for k in range(n)]
 
 
-def _expected_rowdatas(plan: list[tuple], kind: str, rows: list) -> bytes:
-    """convert.py's own row images (``_image``) serialized by protobuf."""
-    from pycanal.parse.convert import _image
+def _expected_rowdatas(plan: list[EntryColumn], kind: str, rows: list) -> bytes:
+    """The oracle's row images (``image``) serialized by protobuf."""
     from pycanal.protocol import EntryProtocol_pb2 as pb
 
     change = pb.RowChange()
     for row in rows:
         rd = change.rowDatas.add()
         if kind == "INSERT":
-            _image(rd.afterColumns, plan, row, None)
+            image(rd.afterColumns, plan, row, None)
         elif kind == "DELETE":
-            _image(rd.beforeColumns, plan, row, False)
+            image(rd.beforeColumns, plan, row, False)
         else:
-            _image(rd.afterColumns, plan, row[1], _image(rd.beforeColumns, plan, row[0], False))
+            image(rd.afterColumns, plan, row[1], image(rd.beforeColumns, plan, row[0], False))
     return change.SerializeToString()
 
 
-def _table_code(plan: list[tuple]) -> Any:
+def _table_code(plan: list[EntryColumn]) -> Any:
     from types import SimpleNamespace
 
-    return R._TableCode(plan, SimpleNamespace(schema="s", table="t"))
+    return R.TableCode(plan, SimpleNamespace(schema="s", table="t"))
 
 
-def test_fast_code_specialises_every_shape():
+def test_fast_code_specialises_every_rule():
     plan, _ = _plan_and_values()
-    shapes = [R._conv_shape(p[4])[0] for p in plan]
-    assert shapes == ["int", "uint", "uint", "fixed", "fixed", "fixed", "fixed", "fixed", "fixed"] + [
-        "chars",
-        "chars",
-        "generic",
-        "generic",
-        "uint",
+    kinds = [(col.rule.kind.name, col.rule.text.name if col.rule.text else None) for col in plan]
+    assert kinds == [
+        ("INTEGER", None),
+        ("UNSIGNED", None),
+        ("UNSIGNED", None),
+        ("FORMATTED", "DECIMAL"),
+        ("FORMATTED", "STR"),
+        ("FORMATTED", "AS_IS"),
+        ("FORMATTED", "ZONED"),
+        ("FORMATTED", "DOUBLE"),
+        ("FORMATTED", "STR"),
+        ("CHARS", None),
+        ("CHARS", None),
+        ("ENUM", None),
+        ("SET", None),
+        ("UNSIGNED", None),
     ]
-    assert R._conv_shape(lambda v: (1, str(v)))[0] == "generic"
+    assert (plan[10].rule.sql_type, plan[10].rule.null_type) == (1, 2004)  # CHAR; NULL is BLOB
     src = _table_code(plan).fast_encoder("UPDATE").source
     assert "b'%d' % v0" in src and "if v1 >= L1" in src and "s = f'{v3:f}'" in src
     assert "bx5 = v5.encode()" in src and "F6(v6)" in src and "bx4 = str(v4).encode()" in src
@@ -439,7 +421,7 @@ def test_fast_code_specialises_every_shape():
 
 @pytest.mark.parametrize("kind", ["INSERT", "DELETE", "UPDATE"])
 def test_fast_code_matches_convert(kind: str):
-    """Every specialised branch against convert.py's ``_image``: NULLs, widening bounds, updated
+    """Every specialised branch against the oracle's ``image``: NULLs, widening bounds, updated
     flags (value changed, unchanged, to/from NULL; bytes vs str of the same text)."""
     plan, values = _plan_and_values()
     rows = _rows_for(values, 60)
@@ -469,7 +451,7 @@ def test_fast_code_falls_back_on_missing_columns(kind: str):
     the generic encoder, nothing of the fast attempt is left in ``out``."""
     plan, values = _plan_and_values()
     rows = _rows_for(values, 8)
-    partial = tuple(R.MISSING if j % 3 == 1 else v for j, v in enumerate(rows[0]))
+    partial = tuple(MISSING if j % 3 == 1 else v for j, v in enumerate(rows[0]))
     if kind == "UPDATE":
         rows = [(rows[1], rows[2]), (rows[3], rows[4]), (partial, rows[5]), (rows[6], partial)]
     else:

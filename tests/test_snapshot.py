@@ -27,7 +27,9 @@ from pycanal.snapshot import describe, list_tables, plan_chunks, read_chunk, rea
 from pycanal.snapshot.chunks import Chunk
 from pycanal.snapshot.reader import SnapshotError, connect
 from pycanal.snapshot.window import ChunkColumns, Source, changed_keys, read_chunk_window
-from pycanal.spark.rows import EventRows, SnapshotRows, to_record_batch
+from pycanal.spark.event_rows import EventRows
+from pycanal.spark.rows import to_record_batch
+from pycanal.spark.snapshot_rows import SnapshotRows
 from workload import ALL_TYPES
 
 SCHEMA = "snap"

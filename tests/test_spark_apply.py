@@ -29,10 +29,10 @@ from deltalake import DeltaTable
 import workload
 from pycanal.spark.apply import ApplyError, ChangeApplier, applied_batch_ids, apply_changes
 from pycanal.spark.changelog import ChangeLog, change_log_files, read_change_log
-from pycanal.spark.cow import read_rows
-from pycanal.spark.current import APP_ID, read_current, table_path
+from pycanal.spark.current import read_current, table_path
+from pycanal.spark.current_state import APP_ID
+from pycanal.spark.delta.tablestate import read_rows, read_table
 from pycanal.spark.rows import ChangeRow, RowPosition
-from pycanal.spark.tablestate import read_table
 from pycanal.testing import PrivateMariaDB
 from spark_fixtures import arrow_rows, capture, spark  # noqa: F401
 
@@ -742,7 +742,7 @@ def test_executors_write_the_tables_as_the_driver_does(
     to fail), through DDL (a table dropped and created again with another key, which an executor
     must not write with what it kept of the old one): the tables equal the driver's; an error in
     a task comes back as the driver's error, with the table and position."""
-    from pycanal.spark.current import CurrentState
+    from pycanal.spark.current_state import CurrentState
 
     db = unique("spark_exec")
     mariadb.execute(f"CREATE DATABASE `{db}`")
@@ -898,7 +898,7 @@ def test_all_types_from_a_snapshot_equal_the_source(
     chunks of READ rows) instead of its binlog: the lake holds the source's values."""
     from pycanal.snapshot import describe, plan_chunks, read_chunk, read_schema
     from pycanal.snapshot.reader import connect
-    from pycanal.spark.rows import SnapshotRows
+    from pycanal.spark.snapshot_rows import SnapshotRows
 
     db, _ = all_types
     p = mariadb.repl_params()
@@ -962,7 +962,7 @@ def test_staged_snapshot_chunks_apply_as_their_rows(
     from pycanal.snapshot import describe, plan_chunks, read_chunk, read_schema
     from pycanal.snapshot.reader import connect
     from pycanal.spark.apply import stage_dir
-    from pycanal.spark.rows import SnapshotRows
+    from pycanal.spark.snapshot_rows import SnapshotRows
     from pycanal.spark.stage import STAGED, stage_rows
 
     def _stage(stage: Path, r: Any, batches: Any) -> pa.RecordBatch:
@@ -1083,12 +1083,12 @@ def test_a_snapshot_declaration_of_a_table_without_ranged_chunks_empties_it(tmp_
 
 
 def test_a_chunk_range_compares_composite_keys_in_order() -> None:
-    from pycanal.spark.current import _in_range
+    from pycanal.spark.snapshot_ranges import in_range
 
     a, b = pa.array([1, 1, 2, 2, 3, 0]), pa.array([5, 9, 0, 7, 1, 100])
-    assert _in_range([a, b], [1, 9], [2, 7]).to_pylist() == [False, True, True, False, False, False]
-    assert _in_range([a, b], None, [1, 6]).to_pylist() == [True, False, False, False, False, True]
-    assert _in_range([a, b], [2, 0], None).to_pylist() == [False, False, True, True, True, False]
-    assert _in_range([a], None, None).to_pylist() == [True] * 6
+    assert in_range([a, b], [1, 9], [2, 7]).to_pylist() == [False, True, True, False, False, False]
+    assert in_range([a, b], None, [1, 6]).to_pylist() == [True, False, False, False, False, True]
+    assert in_range([a, b], [2, 0], None).to_pylist() == [False, False, True, True, True, False]
+    assert in_range([a], None, None).to_pylist() == [True] * 6
     big = pa.array([2**64 - 1, 2**63, 5], pa.uint64())  # BIGINT UNSIGNED past int64
-    assert _in_range([big], [2**63], [2**64 - 1]).to_pylist() == [False, True, False]
+    assert in_range([big], [2**63], [2**64 - 1]).to_pylist() == [False, True, False]

@@ -21,9 +21,9 @@ from deltalake import DeltaTable
 
 from pycanal.binlog.canonical import json_value
 from pycanal.binlog.rows import JsonText
-from pycanal.spark import current
+from pycanal.spark import merge_source
 from pycanal.spark.apply import ChangeApplier
-from pycanal.spark.current import CurrentState
+from pycanal.spark.merge_source import MergeSource
 from pycanal.spark.rows import ChangeRow, RowPosition, to_record_batch
 from pycanal.spark.schema import model_from_ddl
 from pycanal.spark.types import InexactRead, _has_line_feed
@@ -145,16 +145,16 @@ def contents(target: Path) -> dict[str, Any]:
 @pytest.fixture
 def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The tables whose rows took the row-by-row path (the reader's path is tried for any number
-    of rows, not only from ``_SMALL`` on)."""
-    monkeypatch.setattr(current, "_SMALL", 0)
+    of rows, not only from ``SMALL`` on)."""
+    monkeypatch.setattr(merge_source, "SMALL", 0)
     parsed: list[str] = []
-    parse = CurrentState._parse_source
+    parse = MergeSource.parse
 
-    def spying(self: CurrentState, database: str, table: str, *args: Any) -> pa.Table:
+    def spying(self: MergeSource, database: str, table: str, *args: Any) -> pa.Table:
         parsed.append(f"{database}.{table}")
         return parse(self, database, table, *args)
 
-    monkeypatch.setattr(CurrentState, "_parse_source", spying)
+    monkeypatch.setattr(MergeSource, "parse", spying)
     yield parsed
 
 
@@ -164,9 +164,9 @@ def outcome(target: Path, batches: list[Any], *, parse_only: bool, **options: An
     def refuse(*args: Any) -> pa.Table:
         raise InexactRead("the row-by-row path only")
 
-    real = CurrentState._read_source
+    real = MergeSource.read
     if parse_only:
-        CurrentState._read_source = refuse  # type: ignore[method-assign]
+        MergeSource.read = refuse  # type: ignore[method-assign]
     try:
         applier = ChangeApplier(target, **options)
         for batch_id, rows in enumerate(batches):  # change rows or an Arrow table of them
@@ -175,7 +175,7 @@ def outcome(target: Path, batches: list[Any], *, parse_only: bool, **options: An
     except Exception as exc:  # compared between the two paths
         return f"{type(exc).__name__}: {exc}"
     finally:
-        CurrentState._read_source = real  # type: ignore[method-assign]
+        MergeSource.read = real  # type: ignore[method-assign]
     return contents(target)
 
 
@@ -505,4 +505,4 @@ def test_images_are_parsed_as_json_loads_parses_them(text: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - the outcome compared
             return type(exc), str(exc)
 
-    assert repr(outcome(current._loads)) == repr(outcome(json.loads))  # repr: NaN != NaN
+    assert repr(outcome(merge_source._loads)) == repr(outcome(json.loads))  # repr: NaN != NaN

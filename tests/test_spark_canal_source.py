@@ -39,7 +39,9 @@ from pycanal.protocol.position import EntryPosition
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
 from pycanal.spark.canal_source import CanalStreamReader
-from pycanal.spark.rows import EntryRows, EventRows, to_record_batch
+from pycanal.spark.entry_rows import EntryRows
+from pycanal.spark.event_rows import EventRows
+from pycanal.spark.rows import to_record_batch
 from pycanal.testing import PrivateMariaDB
 from spark_fixtures import spark  # noqa: F401
 
@@ -506,7 +508,8 @@ def test_a_cut_inside_an_event_numbers_its_rows_on(fixtures_dir: Path) -> None:
     it: the two batches' rows equal one pass over all the entries."""
     from pycanal.client import Message
     from pycanal.parse.rawentry import RawEntryConverter
-    from pycanal.spark.canal_source import _Feed, _options
+    from pycanal.spark.canal_feed import Feed
+    from pycanal.spark.canal_options import canal_options
 
     conv = RawEntryConverter()
     events = read_events(fixtures_dir / "binlog-parser" / "mysql-bin.01")
@@ -518,7 +521,7 @@ def test_a_cut_inside_an_event_numbers_its_rows_on(fixtures_dir: Path) -> None:
         e.header.logfileOffset = changes[0].header.logfileOffset
     begin = next(e for e in entries if e.entryType == pb.TRANSACTIONBEGIN)
     raws = [e.SerializeToString() for e in [begin, *changes]]
-    feed = _Feed(_options({"address": "127.0.0.1:1", "destination": "d"}))
+    feed = Feed(canal_options({"address": "127.0.0.1:1", "destination": "d"}))
     feed.ingest(Message(1, raws))
     cut = feed.entries[2]  # BEGIN, then the second rows entry: inside the position
     offset = feed.offset(cut)
@@ -535,12 +538,12 @@ def test_a_stalled_runner_says_so_fetches_again_then_fails(
     """The watchdog: a runner that holds entries and plans nothing from them for stallTimeout
     (here a planner that never plans: any stall to come) logs why and fetches them again, then
     fails the query rather than sit still; Spark's progress shows how long it has been stuck."""
-    from pycanal.spark.canal_source import _Feed
+    from pycanal.spark.canal_feed import Feed
 
     name = f"canal_stuck_{uuid.uuid4().hex[:8]}"
     destination, _start = canal.destination(name)
     run_sql(canal.db, name, [["CREATE TABLE t (id INT PRIMARY KEY)"], ["INSERT INTO t VALUES (1)"]])
-    monkeypatch.setattr(_Feed, "plan_end", lambda self, top, drained: None)
+    monkeypatch.setattr(Feed, "plan_end", lambda self, top, drained: None)
     options = {"address": f"127.0.0.1:{canal.tcp.port}", "destination": destination, "stallTimeout": "1"}
     reader = CanalStreamReader(options)
     try:

@@ -18,7 +18,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from pycanal.spark import cow
 from pycanal.spark.apply import ChangeApplier
-from pycanal.spark.cow import Contents, KeyedTable, take_in_blocks, unsupported
+from pycanal.spark.arrow import take_in_blocks
+from pycanal.spark.cow import Contents, KeyedTable, unsupported
 from pycanal.spark.current import table_path
 from pycanal.spark.rows import ChangeRow, RowPosition
 from spark_fixtures import arrow_rows
@@ -109,7 +110,7 @@ def test_checkpoints_from_the_previous_one_equal_delta_rs_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After a first checkpoint by delta-rs, the next ones are made from the one before and the
-    log entries since (``pycanal.spark.checkpoint``): the same rows delta-rs writes for that
+    log entries since (``pycanal.spark.delta.checkpoint``): the same rows delta-rs writes for that
     version, and a reader with only the checkpoint (no JSON entry before it) loads the table."""
     import shutil
 
@@ -212,7 +213,9 @@ def test_the_writes_merge_the_insert_tail(tmp_path: Path) -> None:
 
 
 def test_a_checkpoint_drops_the_tombstones_past_their_retention() -> None:
-    from pycanal.spark.checkpoint import next_checkpoint, retention_ms
+    from pycanal.spark.delta.checkpoint import next_checkpoint
+    from pycanal.spark.delta.expiry import retention_ms
+    from pycanal.spark.delta.log import LogState
 
     assert retention_ms({}) == 7 * 86_400_000
     assert retention_ms({"delta.deletedFileRetentionDuration": "interval 1 hours"}) == 3_600_000
@@ -238,7 +241,9 @@ def test_a_checkpoint_drops_the_tombstones_past_their_retention() -> None:
         {"appId": "app", "version": 4, "lastUpdated": 900},
         {"appId": "app", "version": 5, "lastUpdated": 1000},
     ]
-    got = next_checkpoint(previous, changes, txns, 500)
+    since = LogState(0, removes=[])  # the entries after the checkpoint, replayed
+    since.apply([*changes, *(("txn", t) for t in txns)])
+    got = next_checkpoint(previous, since, 500)
     rows_by_kind = [next((k, v["path"] if "path" in v else (v["appId"], v["version"])) for k, v in r.items() if v)
                     for r in got.to_pylist()]  # fmt: skip
     assert sorted(rows_by_kind) == [
@@ -315,7 +320,7 @@ def test_text_bounds_are_kept_where_they_are_short() -> None:
 
 def test_files_are_written_without_dictionary_pages(tmp_path: Path) -> None:
     """Every write rewrites the files its keys fall in: hashing each value for dictionary pages
-    made a 5,745-row table's write 25% dearer (docs/benchmarks.md, stop 24)."""
+    made a 5,745-row table's write 25% dearer (docs/benchmarks.md, "The lake with many tables")."""
     t = table(tmp_path)
     t.write(*rows({k: k % 4 for k in range(1, 500)}), 1, {})  # v repeats: a dictionary would be used
     (name,) = t.files
@@ -428,7 +433,7 @@ def test_a_filesystem_without_hard_links_sends_the_table_to_merge(
     def refuse(src: object, dst: object, **kwargs: object) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr("pycanal.spark.cow.os.link", refuse)
+    monkeypatch.setattr("pycanal.spark.delta.log.os.link", refuse)
     applier(arrow_rows([change("INSERT", 2, 2, 20)]), 1)
     path = table_path(root, "db", "t")
     table = DeltaTable(str(path))

@@ -1,5 +1,5 @@
 """Deletion vectors in the current-state tables (``KeyedTable(deletion_vectors=True)``,
-``pycanal.spark.dv``): what delta-rs' own reader (its DataFusion scan, which applies the vectors)
+``pycanal.spark.delta.dv``): what delta-rs' own reader (its DataFusion scan, which applies the vectors)
 reads back equals the changes, through restarts, checkpoints, delta-rs' compaction and vacuum;
 a change to a big file costs a vector, not a rewrite of the file."""
 
@@ -16,8 +16,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from pycanal.spark import cow, dv
-from pycanal.spark.cow import Contents, KeyedTable, read_rows
+from pycanal.spark import cow
+from pycanal.spark.cow import Contents, KeyedTable
+from pycanal.spark.delta import dv
+from pycanal.spark.delta.tablestate import read_rows
 from spark_fixtures import spark  # noqa: F401
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int32()), ("v", pa.string())])
@@ -231,7 +233,8 @@ def test_a_checkpoint_without_room_for_vectors_is_not_extended_with_them(tmp_pat
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from pycanal.spark.checkpoint import checkpoint_path, from_log
+    from pycanal.spark.delta.checkpoint import from_log
+    from pycanal.spark.delta.log import checkpoint_path
 
     path = tmp_path / "t"
     write_deltalake(str(path), SCHEMA.empty_table(), mode="error")

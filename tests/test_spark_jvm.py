@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pycanal.spark.job import DRIVER_JAVA_OPTIONS
-from pycanal.spark.jvm import archive_options, class_archive, make_class_archive
+from pycanal.spark.jvm import make_class_archive
+from pycanal.spark.session import DRIVER_JAVA_OPTIONS, archive_options, class_archive
 
 pytestmark = pytest.mark.skipif(class_archive() is None, reason="no Java")
 
 _SESSION = """
 import sys
-from pycanal.spark.job import spark_session
+from pycanal.spark.session import spark_session
 spark = spark_session(sys.argv[1], master="local[1]", java_options=sys.argv[2], class_archive=sys.argv[3])
 assert spark.range(1000).selectExpr("id % 3 AS m").groupBy("m").count().count() == 3
 spark.stop()

@@ -13,13 +13,15 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from pycanal.spark import checkpoint, cow
+from pycanal.spark import cow
 from pycanal.spark.apply import ChangeApplier, applied_batch_ids
 from pycanal.spark.cow import KeyedTable
-from pycanal.spark.current import APP_ID, table_path
+from pycanal.spark.current import table_path
+from pycanal.spark.current_state import APP_ID
+from pycanal.spark.delta import expiry
+from pycanal.spark.delta.tablestate import read_table
 from pycanal.spark.maintenance import Maintenance
 from pycanal.spark.rows import ChangeRow, RowPosition
-from pycanal.spark.tablestate import read_table
 from spark_fixtures import arrow_rows
 
 TABLES = 12
@@ -114,9 +116,9 @@ def test_a_crash_while_tables_merge_at_once_is_replayed(tmp_path: Path, monkeypa
     first = ChangeApplier(root, schema_ddl=DDL, apply_threads=4)
     for batch_id, rows in enumerate(work[:2]):
         first(arrow_rows(rows), batch_id)
-    from pycanal.spark import current
+    from pycanal.spark import current_state
 
-    real = current.CurrentState._merge
+    real = current_state.CurrentState._merge
     calls = []
 
     def crashing(self, database, table, idx, rows, step):  # noqa: ANN001, ANN202
@@ -125,7 +127,7 @@ def test_a_crash_while_tables_merge_at_once_is_replayed(tmp_path: Path, monkeypa
             raise KeyboardInterrupt("simulated crash in a MERGE")
         return real(self, database, table, idx, rows, step)
 
-    monkeypatch.setattr(current.CurrentState, "_merge", crashing)
+    monkeypatch.setattr(current_state.CurrentState, "_merge", crashing)
     with pytest.raises(KeyboardInterrupt):
         ChangeApplier(root, schema_ddl=DDL, apply_threads=4)(arrow_rows(work[2]), 2)
     monkeypatch.undo()
@@ -203,7 +205,7 @@ def test_deletion_vectors_with_upkeep_and_ddl_give_the_same_tables(tmp_path: Pat
     between, the tables equal those of a plain applier (no vectors, no upkeep)."""
     import random
 
-    from pycanal.spark.cow import read_rows
+    from pycanal.spark.delta.tablestate import read_rows
 
     rnd, offset, ts = random.Random(3), 1000, dt.datetime(2026, 11, 26, tzinfo=dt.UTC)
 
@@ -273,9 +275,9 @@ def test_the_log_expires_before_the_newest_checkpoint_past_its_retention(tmp_pat
         os.utime(log_dir / f"{v:020d}.json", (now + v, now + v))
     for v in (5, 10, 15):
         (log_dir / f"{v:020d}.checkpoint.parquet").write_bytes(b"")
-    checkpoint._expire_log(log_dir, 15, (now + 12.5) * 1000)
+    expiry.expire_log(log_dir, 15, (now + 12.5) * 1000)
     assert sorted(os.listdir(log_dir)) == sorted(
         [f"{v:020d}.json" for v in range(10, 21)] + [f"{v:020d}.checkpoint.parquet" for v in (10, 15)]
     )
-    checkpoint._expire_log(log_dir, 15, (now + 9.5) * 1000)  # no checkpoint past it but the kept one
+    expiry.expire_log(log_dir, 15, (now + 9.5) * 1000)  # no checkpoint past it but the kept one
     assert len(os.listdir(log_dir)) == 13

@@ -27,7 +27,7 @@ from pycanal.parse.filter import TableFilter
 from pycanal.spark.apply import applied_batch_ids
 from pycanal.spark.changelog import ChangeLog, change_log_files
 from pycanal.spark.check import compare_table
-from pycanal.spark.rows import EventRows
+from pycanal.spark.event_rows import EventRows
 from pycanal.testing import PrivateMariaDB
 
 pytestmark = pytest.mark.mariadb

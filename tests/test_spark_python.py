@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pyspark
 
-from pycanal.spark.job import CHECKPOINT_FILE_MANAGER, checkpoint_logs, spark_python
 from pycanal.spark.python import spark_zips
+from pycanal.spark.session import CHECKPOINT_FILE_MANAGER, checkpoint_logs, spark_python
 from spark_fixtures import spark  # noqa: F401
 
 HOME = os.path.dirname(pyspark.__file__)
@@ -58,7 +58,7 @@ def test_workers_import_pyspark_from_the_package(spark):  # noqa: F811
 
 
 def test_the_driver_jvm_runs_with_the_measured_flags(spark):  # noqa: F811
-    """spark_session's JVM flags reach the JVM (C1 only, ParallelGC: docs/benchmarks.md, stop 28)."""
+    """spark_session's JVM flags reach the JVM (C1 only, ParallelGC: docs/benchmarks.md, "Spark pipeline")."""
     bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     args = list(bean.getInputArguments())
     assert "-XX:TieredStopAtLevel=1" in args and "-XX:+UseParallelGC" in args, args

@@ -23,14 +23,16 @@ import pyarrow as pa
 import pytest
 
 import workload
+from entry_oracle import EntryConverter
 from pycanal.binlog import EventDecoder, read_events
 from pycanal.binlog.events import QueryEvent
 from pycanal.binlog.gtid import MariadbGtidSet
-from pycanal.parse.convert import EntryConverter
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta import SchemaHistory
 from pycanal.parse.rawentry import RawEntryConverter
-from pycanal.spark.rows import ChangeRow, EntryRows, EventRows, RowsError, to_record_batch
+from pycanal.spark.entry_rows import EntryRows
+from pycanal.spark.event_rows import EventRows
+from pycanal.spark.rows import ChangeRow, RowsError, to_record_batch
 from pycanal.testing import PrivateMariaDB
 
 pytestmark = pytest.mark.mariadb

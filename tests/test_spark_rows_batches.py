@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
-from pycanal.spark.rows import ChangeRow, EntryRows, RowPosition, RowsError, _decimal, _int, to_record_batch
+from pycanal.spark.entry_rows import EntryRows, _decimal, _int
+from pycanal.spark.rows import ChangeRow, RowPosition, RowsError, to_record_batch
 
 FILE = "mysql-bin.000001"
 TS = 1_700_000_000  # seconds
@@ -258,8 +259,9 @@ def test_integer_texts_come_out_canonical(text: str, json_text: str) -> None:
 
 def test_snapshot_value_texts_by_column_equal_them_one_by_one() -> None:
     """A snapshot chunk's JSON texts come from Arrow kernels for integer and plain string columns:
-    the same texts as ``_value`` of each value, escapes and integers past int64 included."""
-    from pycanal.spark.rows import _json_texts, _value
+    the same texts as ``json_text`` of each value, escapes and integers past int64 included."""
+    from pycanal.spark.rows import json_text
+    from pycanal.spark.snapshot_rows import _json_texts
 
     rnd = random.Random(7)
     alphabet = ["a", "é", "中", '"', "\\", "\x00", "\n", "\x1f", "\u2028", "😀", " "]
@@ -273,4 +275,4 @@ def test_snapshot_value_texts_by_column_equal_them_one_by_one() -> None:
         [Decimal("1.50"), None, 1.5, b"\x00\xff", True],
     ]
     for values in columns:
-        assert _json_texts(values).to_pylist() == [_value(v) for v in values], values
+        assert _json_texts(values).to_pylist() == [json_text(v) for v in values], values

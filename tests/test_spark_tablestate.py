@@ -1,4 +1,4 @@
-"""A Delta table read from its last checkpoint and the entries after it (``pycanal.spark.tablestate``):
+"""A Delta table read from its last checkpoint and the entries after it (``pycanal.spark.delta.tablestate``):
 the version and rows delta-rs reads, at every point of a checkpoint's cycle and across a schema
 change; the checkpoint's tombstones in row groups of their own, not read; delta-rs reads what the
 module cannot (partitions, deletion vectors); a poller reads the entries committed since its last
@@ -14,10 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from pycanal.spark import tablestate
-from pycanal.spark.checkpoint import checkpoint_rows
 from pycanal.spark.cow import Contents, KeyedTable
-from pycanal.spark.tablestate import TableReader, read_table, table_state
+from pycanal.spark.delta import log as delta_log
+from pycanal.spark.delta import tablestate
+from pycanal.spark.delta.log import checkpoint_rows
+from pycanal.spark.delta.tablestate import TableReader, read_table, table_state
 
 SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.int64()), ("s", pa.string())])
 NO_DELETES = pa.table({"id": pa.array([], pa.int32())})
@@ -106,8 +107,8 @@ def test_a_poller_reads_the_entries_committed_since_its_last_read(tmp_path: Path
     t.write(upserts({k: k for k in range(100)}), NO_DELETES, 1, {})
     reader = TableReader(path)
     read = []
-    real = tablestate.entry_actions
-    monkeypatch.setattr(tablestate, "entry_actions", lambda log, v: (read.append(v), real(log, v))[1])
+    real = delta_log.entry_actions
+    monkeypatch.setattr(delta_log, "entry_actions", lambda log, v: (read.append(v), real(log, v))[1])
     rnd = random.Random(5)
     for txn in range(2, 30):
         random_write(t, rnd, txn, 100)

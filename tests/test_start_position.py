@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from pycanal.parse.index import FailbackLogPositionManager, LogPositionManagerError, MemoryLogPositionManager
-from pycanal.parse.parser import MysqlEventParser, PositionNotFoundError
+from pycanal.parse.parser import MysqlEventParser
+from pycanal.parse.start import PositionNotFoundError
 from pycanal.protocol.position import EntryPosition, LogIdentity, LogPosition, min_log_position
 from pycanal.testing import PrivateMariaDB
 

@@ -34,7 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .spark.job import snapshot_progress, spark_session, start_pipeline
+from .spark.job import snapshot_progress, start_pipeline
+from .spark.session import spark_session
 from .testing._process import free_port
 from .testing.mariadb import PrivateMariaDB
 

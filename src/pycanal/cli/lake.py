@@ -160,7 +160,7 @@ def pipeline(
     checks.choice("--snapshot-reader", snapshot_reader, ("connectorx", "pymysql"))
     checks.pair_range("--snapshot-server-ids", snapshot_server_ids)
     archive = None if class_archive == "off" else class_archive
-    from pycanal.spark.jvm import archive_options
+    from pycanal.spark.session import archive_options
 
     try:
         archive_options(archive)
@@ -168,8 +168,9 @@ def pipeline(
         raise CliError(f"--class-archive {class_archive!r}: {exc}") from None
     lake = checks.new_lake("--lake", lake)  # last: nothing made when another option is wrong
 
-    from pycanal.spark.job import DRIVER_JAVA_OPTIONS, run
+    from pycanal.spark.job import run
     from pycanal.spark.maintenance import Maintenance
+    from pycanal.spark.session import DRIVER_JAVA_OPTIONS
 
     code = run(
         lake,

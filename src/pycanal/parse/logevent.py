@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pycanal.binlog import events as ev
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.errors import TableIdNotFoundError
+from pycanal.parse.ddl import parse_ddl
 from pycanal.parse.eventfilter import EventFilters, FieldFilter
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.rawentry import RawEntryConverter
@@ -108,10 +109,10 @@ class LogEventConvert:
         if not isinstance(event, ev.QueryEvent):
             return False
         try:
-            results = self.converter.entries.ddl_classifier(event.query, event.schema or None)
+            results = parse_ddl(event.query, event.schema or None)
         except Exception:  # noqa: BLE001 - the entry was classified once already; keep the first answer
             return False
-        tabled = [r for r in results if getattr(r, "table", None)]
+        tabled = [r for r in results if r.table]
         return bool(tabled) and self.table_filter.accepts_ddl(tabled)
 
     def _filtered(self, record: Event, event: ev.Event, rows_event: bool) -> Event | None:

@@ -29,7 +29,7 @@ that dies raises :class:`ConvertWorkerError`. The worker closes every file descr
 inherited but its pipes and stdio, ignores SIGINT, and leaves when its pipes close. What it would
 import lazily (sqlglot for DDL, ...) is imported before the fork: a server forks one worker per
 destination from a threaded process, where a module being imported by another thread at the fork
-stays locked in the child (:func:`pycanal.parse.pool.preload_for_fork`).
+stays locked in the child (:func:`_preload_for_fork`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ from pycanal.binlog.tablemap import TableMap
 from pycanal.heap import settle
 from pycanal.parse.filter import RegexFilter
 from pycanal.parse.logevent import LogEventConvert
-from pycanal.parse.pool import _close_fds_but, _pipe_size, preload_for_fork
 from pycanal.store.event import Event
 
 __all__ = ["UNDECODED", "ConvertWorker", "ConvertWorkerError"]
@@ -61,6 +60,7 @@ __all__ = ["UNDECODED", "ConvertWorker", "ConvertWorkerError"]
 _PICKLE = pickle.HIGHEST_PROTOCOL
 _RESET = -1  # in a chunk's TABLE_MAP list: the worker forgets the shipped TableMaps
 _MAX_KNOWN = 8192  # TableMaps shipped before both sides start over
+_PIPE_SIZE = 1 << 20  # asked for both pipes (Linux F_SETPIPE_SZ; the maximum for users)
 _FRAME = (ev.GtidEvent, ev.XidEvent, ev.QueryEvent)  # QUERY: only BEGIN
 
 # What the reading process leaves undecoded: the events of a transaction's body that carry no
@@ -106,14 +106,14 @@ class ConvertWorker:
         self._records = convert.records  # the transaction frames, converted here
         self._filter = convert.table_filter  # a subscription may replace its lists: shipped then
         self._filter_sent = (self._filter.white, self._filter.black)
-        self._gtid_state = convert.converter.entries.gtid_set is not None  # the worker's Headers need it
+        self._gtid_state = convert.converter.gtid.gtid_set is not None  # the worker's Headers need it
         self.warn = warn
         self.skipped_table_errors = 0
         jobs_in, jobs_out = os.pipe()
         results_in, results_out = os.pipe()
         self.capacity = _pipe_size(jobs_out)
         _pipe_size(results_out)
-        preload_for_fork()
+        _preload_for_fork()
         try:
             self.pid = os.fork()
         except OSError:
@@ -309,6 +309,42 @@ class ConvertWorker:
         return True
 
 
+# --------------------------------------------------------------------------- the fork
+def _preload_for_fork() -> None:
+    """Import what the forked converter would otherwise import lazily (sqlglot and its dialect for
+    DDL, the JSON decoder, zstd for TRANSACTION_PAYLOAD), in the forking thread, before the fork:
+    in a threaded process a module being imported by another thread at the fork is locked for
+    good in the child (see :func:`pycanal.parse.ddl.preload`)."""
+    from pycanal.binlog import jsonb  # noqa: F401 - imported for its side effect
+    from pycanal.parse import ddl
+
+    ddl.preload()
+    with contextlib.suppress(ImportError):
+        import zstandard  # noqa: F401
+
+
+def _close_fds_but(*keep: int) -> None:
+    """Close every file descriptor but ``keep``: a forked worker must not hold the parent's
+    sockets and pipes open (a closed connection would stay open, a pipe never end)."""
+    low = 0
+    for fd in [*sorted(keep), os.sysconf("SC_OPEN_MAX")]:
+        if low < fd:  # an empty range would close everything (close_range with last < first)
+            os.closerange(low, fd)
+        low = fd + 1
+
+
+def _pipe_size(fd: int) -> int:
+    """Bytes a pipe holds (asking Linux for ``_PIPE_SIZE``); 64 KiB where that cannot be known."""
+    try:
+        import fcntl
+
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+        return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    except (ImportError, AttributeError, OSError):
+        return 1 << 16
+
+
 # --------------------------------------------------------------------------- the worker process
 def _portable(exc: BaseException) -> BaseException:
     """``exc`` if it survives pickling as itself, else a ``ConvertWorkerError`` naming it."""
@@ -333,7 +369,7 @@ def _serve(jobs: Connection, results: Connection, convert: LogEventConvert, deco
     warnings: list[str] = []
     convert.warn = warnings.append
     decode, records = decoder.decode, convert.records
-    track_gtid = convert.converter.entries.track_gtid
+    track_gtid = convert.converter.track_gtid
     rotate, gtid = ev.RotateEvent, ev.GtidEvent
     while True:
         try:

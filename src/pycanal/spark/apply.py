@@ -14,7 +14,7 @@ partition's rows staged by an executor, a ``STAGED`` row, replaced by its rows):
 2. the rows go to the change log (``changelog``: a Parquet file of the batch, folded later into
    partitions by table and date), named by the batch id, then its commit marker is written atomically: from here
    on the batch is durable, Spark may commit it and the source ack it to the server;
-3. the current-state tables are brought up to date (``current``: MERGE per table, DDL followed);
+3. the current-state tables are brought up to date (``current_state``: MERGE per table, DDL followed);
    each step is idempotent by itself (Delta transaction ids, a step journal). The schema model
    after the batch is saved if the batch had DDL, then ``_pycanal/applied/<batch>.json`` records
    the batch as applied (with the warnings it raised).
@@ -48,11 +48,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pycanal.common.files import write_atomically
 from pycanal.parse.meta import SchemaModel
 
-from .changelog import ChangeLog, batch_ids, last_change_times, write_atomic
-from .cow import Contents, take_in_blocks
-from .current import APP_ID, ApplyError, BatchRows, CurrentState
+from .arrow import take_in_blocks
+from .batch import ApplyError, BatchRows
+from .changelog import ChangeLog, batch_ids, last_change_times
+from .cow import Contents
+from .current_state import APP_ID, CurrentState
 from .executors import run_in_executors
 from .maintenance import Maintenance
 from .rows import ARROW_SCHEMA
@@ -104,10 +107,6 @@ def _in_order(keys: pa.Table) -> bool:
     same_f, same_o = (pc.equal(a[c], b[c]) for c in "fo")
     le = pc.or_(f, pc.and_(same_f, pc.or_(o, pc.and_(same_o, pc.less_equal(a["r"], b["r"])))))
     return pc.all(le, skip_nulls=False).as_py() is True
-
-
-def _rows(table: pa.Table) -> BatchRows:
-    return BatchRows(table)
 
 
 class ChangeApplier:
@@ -321,7 +320,7 @@ class ChangeApplier:
         warnings: list[str] = []
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         if table.num_rows:
-            rows = _rows(table)
+            rows = BatchRows(table)
             model, declared = self._model(schema_batch, rows)
             state = CurrentState(
                 self.root,
@@ -346,7 +345,7 @@ class ChangeApplier:
             warnings = state.warnings
             if schema_batch is None or "DDL" in rows.op:
                 saved = {**model.to_json(), "snapshot_declared": declared}
-                write_atomic(self._schema_file(batch_id), json.dumps(saved).encode())
+                write_atomically(self._schema_file(batch_id), json.dumps(saved).encode())
                 self._models = {batch_id: (model, declared)}
                 schema_batch = batch_id
         for w in warnings:
@@ -355,7 +354,7 @@ class ChangeApplier:
         for b, t in [(batch_id, tables[-1]), *zip(ids[:-1], tables[:-1], strict=True)]:
             record = {"batch_id": b, "applied_with": [first, batch_id], "schema_batch": schema_batch,
                       "warnings": warnings, **_times(t)}  # fmt: skip
-            write_atomic(self._applied_file(b), json.dumps(record, indent=1).encode())
+            write_atomically(self._applied_file(b), json.dumps(record, indent=1).encode())
         self._schema_batch = schema_batch
         self.rounds.append((time.time(), time.monotonic() - started, len(ids), table.num_rows))
         self._fold_if_due(batch_id)
@@ -436,7 +435,7 @@ class ChangeApplier:
 
     def _journal(self, batch_id: int, step: int, first: int) -> None:
         done = {"batch_id": batch_id, "first": first, "step": step}
-        write_atomic(self._state / "progress.json", json.dumps(done).encode())
+        write_atomically(self._state / "progress.json", json.dumps(done).encode())
 
 
 def stage_dir(target_dir: str | Path) -> Path:

@@ -1,7 +1,7 @@
 """``format("binlog")``: a batch Spark source decoding binlog files in parallel into change rows.
 
-    from pycanal.spark import BinlogDataSource
-    spark.dataSource.register(BinlogDataSource)
+    from pycanal.spark import register
+    register(spark)
     df = (spark.read.format("binlog")
           .option("tables", "shop\\..*")             # Canal-style regex filter (optional)
           .load("/var/lib/mysql/binlogs"))           # a file, a directory, a glob, or a list
@@ -50,7 +50,8 @@ from pycanal.heap import settle
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta import Position, SchemaHistory
 
-from .rows import ROW_SCHEMA, EventRows
+from .event_rows import EventRows
+from .rows import ROW_SCHEMA
 from .schema import history_from, model_from_ddl
 
 __all__ = ["BinlogDataSource", "BinlogPartition", "plan_partitions"]

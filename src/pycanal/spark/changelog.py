@@ -42,6 +42,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pycanal.common.files import clear_temporaries, write_atomically
+
+from .arrow import arange
 from .rows import ARROW_SCHEMA
 
 __all__ = [
@@ -51,23 +54,10 @@ __all__ = [
     "change_log_files",
     "last_change_times",
     "read_change_log",
-    "write_atomic",
 ]
 
 # The file columns: the change row plus the micro-batch it came in.
 CHANGELOG_SCHEMA = ARROW_SCHEMA.append(pa.field("batch_id", pa.int64()))
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` so that readers see the old content or all of the new one, durably."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def batch_ids(directory: Path) -> list[int]:
@@ -75,14 +65,6 @@ def batch_ids(directory: Path) -> list[int]:
     if not directory.is_dir():
         return []
     return sorted(int(n[:-5]) for n in os.listdir(directory) if n.endswith(".json") and n[:-5].isdigit())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _partition(database: str | None, table: str | None) -> str:
@@ -109,7 +91,7 @@ def _partitions(rows: pa.Table) -> dict[tuple[str, str], pa.Array]:
     """(table_name, date) -> the rows there, in order; the names are made once per table and day."""
     days = pc.cast(rows.column("ts"), pa.date32())
     keys = pa.table({"d": rows.column("database"), "t": rows.column("table"), "day": days})
-    keys = keys.append_column("row", pc.indices_nonzero(pa.repeat(True, rows.num_rows)))
+    keys = keys.append_column("row", arange(rows.num_rows))
     # Without threads, each group keeps the rows' order.
     groups = keys.group_by(["d", "t", "day"], use_threads=False).aggregate([("row", "min"), ("row", "list")])
     dates = pc.strftime(rows.column("ts").take(groups["row_min"]), "%Y-%m-%d").to_pylist()
@@ -123,16 +105,14 @@ def _partitions(rows: pa.Table) -> dict[tuple[str, str], pa.Array]:
 
 
 def _write_parquet(path: Path, table: pa.Table) -> int:
-    """Write ``table`` to ``path`` durably (a temporary name, fsync, rename); returns its size."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")  # faster than snappy here, and half the size
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
-        size = os.fstat(fh.fileno()).st_size
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-    return size
+    """Write ``table`` to ``path`` durably (``write_atomically``, what an attempt cut short left of
+    it removed first: a replay writes the same names); returns its size."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")  # faster than snappy here, and half the size
+    data = memoryview(sink.getvalue())
+    clear_temporaries(path)
+    write_atomically(path, data)
+    return data.nbytes
 
 
 def _read(path: Path) -> pa.Table:
@@ -215,7 +195,7 @@ class ChangeLog:
         if self._written is not None:
             self._written.result()  # the files are durable before the marker lists them
         record = {"batch_id": batch_id, "committed_at": time.time(), **info}
-        write_atomic(self.marker(batch_id), json.dumps(record, indent=1).encode())
+        write_atomically(self.marker(batch_id), json.dumps(record, indent=1).encode())
 
     # ------------------------------------------------------------------ readers
     def files(self) -> list[str]:
@@ -301,7 +281,7 @@ class ChangeLog:
             self._expire(retention_seconds)
             return None
         lo, hi = ids[0], ids[-1]
-        write_atomic(intent, json.dumps({"through": hi}).encode())
+        write_atomically(intent, json.dumps({"through": hi}).encode())
         inputs = [rel for b in ids for rel in self._marker(b)["files"]]
         rows = pa.concat_tables([_read(self.dir / rel) for rel in inputs]) if inputs else None
         partitions = {k: [list(e) for e in v] for k, v in m["partitions"].items()}
@@ -344,7 +324,9 @@ class ChangeLog:
             "tables": tables,
             "retiring": retiring,
         }
-        write_atomic(self.manifests / f"{hi:020d}.json", json.dumps(record, separators=(",", ":")).encode())
+        write_atomically(
+            self.manifests / f"{hi:020d}.json", json.dumps(record, separators=(",", ":")).encode()
+        )
         self._finish(self.manifest())
         self._expire(retention_seconds)
         return {"through": hi, "batches": len(ids), "rows": record["rows"] - m["rows"], "written": written,
@@ -358,7 +340,7 @@ class ChangeLog:
             return m
         retired = self.manifests / f"retired-{through:020d}.json"
         if m["retiring"] and not retired.is_file():
-            write_atomic(retired, json.dumps(m["retiring"]).encode())
+            write_atomically(retired, json.dumps(m["retiring"]).encode())
         for b in batch_ids(self.commits):
             if b <= through:
                 self.marker(b).unlink(missing_ok=True)

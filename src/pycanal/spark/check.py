@@ -75,8 +75,8 @@ def compare_table(conn: Any, lake: str | Path, database: str, table: str, key: s
     SET columns come from PyMySQL as text (``a,b``) and are split; the target holds lists."""
     from deltalake import DeltaTable
 
-    from .cow import read_rows
     from .current import table_path
+    from .delta.tablestate import read_rows
 
     with conn.cursor() as cur:
         cur.execute(

@@ -2,21 +2,21 @@
 
 A delta-rs MERGE costs ~15 ms of CPU whatever its size (DataFusion plans it, the commit reads
 and refreshes the table state), so a micro-batch of 1-row transactions spread over 200 tables
-cost ~4 s of driver CPU (docs/benchmarks.md). ``KeyedTable`` keeps a table's live files in
+cost ~4 s of driver CPU. ``KeyedTable`` keeps a table's live files in
 memory (path, size, and the range of the key's first column where it is an integer or a text);
 ``write`` replaces the files whose key range can hold a changed key by new Parquet files (their
 rows without the changed keys, plus the upserted rows; sorted by the range column and cut at
 ``file_bytes`` on disk, so that a table that grows keeps files of that size with disjoint ranges
 and a write rewrites only the files its keys fall in, not the whole table) and commits the swap
-as the table's next log entry, created only if that
-version does not exist yet (a hard link, as delta-rs' own local store does): ~3 ms. The entry
-carries the Delta transaction id a MERGE would (``txn``), so exactly-once is unchanged, and
-readers (delta-rs, Spark) see an ordinary remove/add commit. Files under ``_SMALL_ROWS`` rows
+as the table's next log entry, created only if that version does not exist yet
+(``delta.commit``): ~3 ms. The entry carries the Delta transaction id a MERGE would (``txn``), so
+exactly-once is unchanged, and readers (delta-rs, Spark) see an ordinary remove/add commit.
+Files under ``_SMALL_ROWS`` rows
 (a table's insert tail: new keys above every range make a file a write) are merged by the write
 that finds ``_MAX_SMALL`` of them, not by a compaction that would rewrite the whole table.
 
 With ``deletion_vectors``, a change to a file of ``_SMALL_ROWS`` rows or more commits a Delta
-deletion vector for it (``dv``: the positions of its replaced rows) instead of rewriting it: the
+deletion vector for it (``delta.dv``: the positions of its replaced rows) instead of rewriting it: the
 cost of a write no longer grows with the table (docs/spark.md). Files with vectors, whoever wrote
 them, are read and rewritten with the vectors applied.
 
@@ -32,9 +32,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import os
 import threading
-import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -47,20 +45,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, WriterProperties
 
-from pycanal import __version__
+from .arrow import arange, take_in_blocks
+from .delta import dv
+from .delta.checkpoint import from_log
+from .delta.commit import FileAction, commit, merge_actions, vectors_actions
+from .delta.log import live_adds
+from .delta.tablestate import has_vectors, read_rows
 
-from . import dv
-from .checkpoint import entry_path, from_log, live_adds
-
-__all__ = [
-    "CONTENTS",
-    "WRITER_PROPERTIES",
-    "Contents",
-    "KeyedTable",
-    "read_rows",
-    "take_in_blocks",
-    "unsupported",
-]
+__all__ = ["CONTENTS", "WRITER_PROPERTIES", "Contents", "KeyedTable", "unsupported"]
 
 # invariants/appendOnly: checked unused; deletionVectors: read and written here; variantType:
 # delta-rs adds it to a version 7 table's protocol on any property change, and a current-state
@@ -72,7 +64,7 @@ _RETRIES = 3
 # zstd, not snappy, for a current-state table's data files of 1 MiB of rows and up (and delta-rs'
 # MERGE, compaction and DDL rewrites): text of some entropy writes 15-30% faster, reads 2.4x faster
 # and takes 40% less disk. Smaller files stay snappy: zstd's fixed cost a column made a 1,000-row
-# write of the lake bench's rows 50% dearer (docs/benchmarks.md, stop 29).
+# write of the lake bench's rows 50% dearer (docs/benchmarks.md, "The lake with many tables").
 _ZSTD_FROM_BYTES = 1 << 20
 WRITER_PROPERTIES = WriterProperties(compression="ZSTD")
 
@@ -94,37 +86,6 @@ def unsupported(dt: DeltaTable) -> str | None:
         if "delta.invariants" in (field.metadata or {}):
             return f"invariant on column {field.name}"
     return None
-
-
-def _has_vectors(dt: DeltaTable) -> bool:
-    return "deletionVectors" in (dt.protocol().reader_features or [])
-
-
-def read_rows(dt: DeltaTable, columns: list[str] | None = None) -> pa.Table:
-    """A Delta table's rows, its deletion vectors applied (delta-rs' pyarrow reader refuses
-    tables that may have them; its DataFusion scan reads them)."""
-    if not _has_vectors(dt):
-        return dt.to_pyarrow_table(columns=columns)
-    schema = pa.schema(dt.schema())
-    if columns is not None:
-        schema = pa.schema([schema.field(c) for c in columns])
-    return pa.table(dt.scan(columns=columns)).cast(schema)
-
-
-def take_in_blocks(table: pa.Table, order: pa.Array, max_blocks: int = 256) -> pa.Table:
-    """``table.take(order)``; where ``order`` moves whole blocks of consecutive rows (a snapshot's
-    chunks, files of disjoint key ranges), as slices of ``table`` in that order, without copying
-    the rows (up to ``max_blocks`` blocks)."""
-    order = order.cast(pa.int64())
-    if len(order) < 2:
-        return table.take(order)
-    jumps = pc.indices_nonzero(pc.not_equal(pc.subtract(order[1:], order[:-1]), 1)).to_pylist()
-    if len(jumps) >= max_blocks:
-        return table.take(order)
-    starts, stops = [0, *(j + 1 for j in jumps)], [*(j + 1 for j in jumps), len(order)]
-    return pa.concat_tables(
-        [table.slice(order[a].as_py(), b - a) for a, b in zip(starts, stops, strict=True)]
-    )
 
 
 def _exact(t: pa.DataType) -> bool:
@@ -171,7 +132,7 @@ class _File:
 # (``deletion_vectors=True``) a bigger file gets a vector instead, until it would hide more than
 # _PURGE of its rows. Vectors up to _INLINE_BYTES stay in the log entry. A write costs ~2 ms of CPU
 # either way up to ~10,000 rows of the lake bench's rows, and a rewrite ~0.12 us a row more
-# after that (docs/benchmarks.md, stop 30).
+# after that (docs/benchmarks.md, "The lake with many tables").
 _SMALL_ROWS = 10_000
 _MAX_SMALL = 8
 _PURGE = 0.2
@@ -276,7 +237,7 @@ class KeyedTable:
             self.why_not = unsupported(dt)
         self.version = dt.version()
         self.txn = dt.transaction_version(self.app_id)
-        self.vectors = _has_vectors(dt)  # the table's files may have deletion vectors
+        self.vectors = has_vectors(dt)  # the table's files may have deletion vectors
         self._deleted = {}
         if self.why_not is not None:
             return
@@ -320,20 +281,11 @@ class KeyedTable:
             )
 
     def _enable_vectors(self) -> None:
-        """Commit the table's protocol with deletion vectors (writer version 2's features kept
-        explicit, as Delta asks of a table moving to version 7)."""
-        protocol = self.dt.protocol()
-        readers = set(protocol.reader_features or []) | {"deletionVectors"}
-        writers = set(protocol.writer_features or []) | {"deletionVectors"}
-        if protocol.min_writer_version < 7:
-            writers |= {"appendOnly", "invariants"}
-        action = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
-                               "readerFeatures": sorted(readers), "writerFeatures": sorted(writers)}}  # fmt: skip
-        info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES",
-                               "readVersion": self.version, "engineInfo": f"pycanal-{__version__}"}}  # fmt: skip
+        """Commit the table's protocol with deletion vectors."""
+        actions = vectors_actions(self.dt.protocol(), self.version)
         for _ in range(_RETRIES):
             try:
-                self._link([info, action])
+                self._link(actions)
                 break
             except _NotCommitted:
                 if self.why_not is not None:
@@ -437,7 +389,7 @@ class KeyedTable:
                 hit = pc.is_in(keys.column(0), value_set=changed.column(self.keys[0]).combine_chunks())
                 rows = np.flatnonzero(hit.to_numpy(zero_copy_only=False)).astype(np.uint64)
             else:
-                numbered = keys.append_column("__row", pa.array(range(keys.num_rows), pa.int64()))
+                numbered = keys.append_column("__row", arange(keys.num_rows))
                 hit = numbered.join(changed, self.keys, join_type="left semi").column("__row")
                 rows = np.sort(hit.to_numpy()).astype(np.uint64)
             deleted = self._vector(p)
@@ -554,7 +506,7 @@ class KeyedTable:
                 pc.invert(pc.is_in(data.column(k), value_set=changed.column(k).combine_chunks()))
             )
         # Joined on the keys alone: Acero joins no list (SET) columns.
-        rows = data.select(self.keys).append_column("__row", pa.array(range(data.num_rows), pa.int64()))
+        rows = data.select(self.keys).append_column("__row", arange(data.num_rows))
         return data.take(rows.join(changed, self.keys, join_type="left anti").column("__row"))
 
     def _write_file(self, data: pa.Table) -> tuple[str, _File, str]:
@@ -585,7 +537,7 @@ class KeyedTable:
 
     def checkpoint(self) -> None:
         """A Delta checkpoint at this writer's version: made from the last checkpoint and the
-        entries after it where those are plain (``pycanal.spark.checkpoint``), else by delta-rs."""
+        entries after it where those are plain (``delta.checkpoint``), else by delta-rs."""
         if self.writable and from_log(self.path / "_delta_log", self.version, set(self.files)):
             return
         self.delta().create_checkpoint()
@@ -594,54 +546,27 @@ class KeyedTable:
         self, removed: list[str], added: list[tuple[str, _File, str]], txn: int, metadata: dict[str, Any],
         upserts: int, deletes: int, readded: list[tuple[str, _File]] = (),
     ) -> None:  # fmt: skip
-        now = int(time.time() * 1000)
-        info = {
-            "timestamp": now,
-            "operation": "MERGE",
-            "operationParameters": {"mergePredicate": " AND ".join(f"t.{k} = s.{k}" for k in self.keys)},
-            "readVersion": self.version,
-            "engineInfo": f"pycanal-{__version__}",
-            "clientVersion": f"pycanal-{__version__}",
-            "operationMetrics": {
-                "num_source_rows": upserts + deletes,
-                "num_target_files_removed": len(removed),
-                "num_target_files_added": len(added),
-                "num_deletion_vectors_added": len(readded),
-            },
-            **{k: str(v) for k, v in metadata.items()},
-        }
-        actions: list[dict[str, Any]] = [
-            {"commitInfo": info},
-            {"txn": {"appId": self.app_id, "version": txn, "lastUpdated": now}},
+        """Commit the write: ``removed`` files gone, ``added`` ones new, ``readded`` ones with a new
+        deletion vector (removed and added again)."""
+        files = self.files
+        removes = [
+            FileAction(p, files[p].size, vector=files[p].vector) for p in [*removed, *(p for p, _ in readded)]
         ]
-        for p in [*removed, *(p for p, _ in readded)]:
-            actions.append({"remove": {
-                "path": p, "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
-                "partitionValues": {}, "size": self.files[p].size,
-                **({"deletionVector": self.files[p].vector} if self.files[p].vector else {}),
-            }})  # fmt: skip
-        for name, f, stats in [*added, *((p, f, f.stats) for p, f in readded)]:
-            actions.append({"add": {
-                "path": name, "partitionValues": {}, "size": f.size, "modificationTime": now, "dataChange": True,
-                **({"stats": stats} if stats is not None else {}),
-                **({"deletionVector": f.vector} if f.vector else {}),
-            }})  # fmt: skip
-        self._link(actions)
+        adds = [FileAction(name, f.size, stats, f.vector) for name, f, stats in added]
+        adds += [FileAction(p, f.size, f.stats, f.vector) for p, f in readded]
+        metrics = {"num_source_rows": upserts + deletes, "num_target_files_removed": len(removed),
+                   "num_target_files_added": len(added), "num_deletion_vectors_added": len(readded)}  # fmt: skip
+        self._link(merge_actions(self.keys, self.app_id, self.version, txn, metadata, removes, adds, metrics))
 
     def _link(self, actions: list[dict[str, Any]]) -> None:
         """Create the table's next log entry with ``actions``; _NotCommitted if it is there."""
         log_dir = self.path / "_delta_log"
-        tmp = log_dir / f"_commit_{uuid.uuid4()}.json.tmp"
-        tmp.write_text("".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions))
         try:
-            os.link(tmp, entry_path(log_dir, self.version + 1))
-        except FileExistsError:
-            raise _NotCommitted from None
+            if commit(log_dir, self.version + 1, actions):
+                return
         except OSError as exc:  # no hard links here (some network and FUSE filesystems)
             self.why_not = f"no hard links in {log_dir}: {exc.strerror or exc}"
-            raise _NotCommitted from None
-        finally:
-            tmp.unlink()
+        raise _NotCommitted
 
 
 def _stats(data: pa.Table, key: str | None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The current-state tables written by Spark executors (``ChangeApplier(apply_on="executors")``).
 
-Between two DDL statements a micro-batch's tables are disjoint writes (``CurrentState._flush``):
+Between two DDL statements a micro-batch's tables are disjoint writes (``current_state``):
 the driver numbers their steps as always, then hands each table's rows and schema to a Spark
 job whose tasks write them (copy-on-write or MERGE, the table's upkeep) in the executors'
 Python workers, and journals the steps once every task is done. The driver keeps the order,
@@ -24,41 +24,14 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any
 
-import pyarrow as pa
+from pycanal.parse.meta import SchemaModel
 
-from pycanal.parse.meta import SchemaModel, Table
-
+from .current_state import CurrentState, Failure, MergeContext, MergeWork
 from .maintenance import Maintenance
 
-__all__ = ["Failure", "MergeContext", "MergeWork", "run_in_executors"]
-
-
-class MergeContext(NamedTuple):
-    """What every table's write of a round shares."""
-
-    root: str
-    batch_id: int
-    app_id: str
-    zero_dates: str
-    lower_case_table_names: int
-    maintenance: dict[str, Any] | None  # ``Maintenance.settings()``
-    epoch: str  # changes with every DDL: what an executor kept before is dropped
-    threads: int  # tables written at once in a task
-
-
-class MergeWork(NamedTuple):
-    """One table's write: its step, its schema, its change rows (binlog order)."""
-
-    database: str
-    table: str
-    step: int
-    model: Table
-    rows: pa.Table
-
-
-Failure = tuple[str, str]  # an exception's type name and message
+__all__ = ["run_in_executors"]
 
 
 def run_in_executors(
@@ -93,8 +66,6 @@ _kept_lock = threading.Lock()
 def _write_all(
     context: MergeContext, works: list[MergeWork]
 ) -> tuple[dict[int, Failure | None], dict[str, int]]:
-    from .current import CurrentState  # the executor's import, not the driver's pickle
-
     with _kept_lock:
         if _kept["epoch"] != context.epoch:
             _kept.update(epoch=context.epoch, tables={}, maintenance={})

@@ -13,7 +13,6 @@ cluster (``spark://host:7077``); under ``spark-submit``, ``--master ''`` leaves 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import threading
@@ -24,92 +23,10 @@ from typing import Any, NamedTuple
 from pycanal.heap import settle
 
 from .apply import ChangeApplier, stage_dir
-from .jvm import archive_options
 from .maintenance import Maintenance
+from .session import DRIVER_JAVA_OPTIONS, checkpoint_logs, spark_session
 
-__all__ = [
-    "CHECKPOINT_FILE_MANAGER",
-    "DRIVER_JAVA_OPTIONS",
-    "Pipeline",
-    "checkpoint_logs",
-    "progress_line",
-    "run",
-    "spark_python",
-    "spark_session",
-    "start_pipeline",
-]
-
-
-# The driver JVM's flags. ParallelGC (research/spark.md). C1 only (no C2 JIT): the rows bypass the
-# JVM (staged files), so its own work (scheduling, offsets, markers) runs no slower compiled by C1,
-# while C2 spent 2-3 s of CPU compiling during a job's first minute (docs/benchmarks.md, stop 28).
-DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
-
-# How Spark writes a query's offset and commit logs. Its default (Hadoop's FileContext API) runs a
-# `readlink` or `chmod` process for most steps of a log file on a local filesystem where Hadoop has
-# no native library (PySpark ships none): 7-12 processes forked by the driver JVM a micro-batch, the
-# two logs' 90 ms of a micro-batch on an idle machine (docs/benchmarks.md, stop 33). The FileSystem
-# API writes the same temporary file and renames it, with one `chmod` a file: 22 ms. On a local
-# filesystem neither API's rename is atomic (both check first that the target does not exist).
-CHECKPOINT_FILE_MANAGER = (
-    "spark.sql.streaming.checkpointFileManagerClass",
-    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
-)
-
-
-def checkpoint_logs(spark: Any) -> None:
-    """The session's ``spark.sql.streaming.checkpointFileManagerClass``, where unset, becomes
-    ``CHECKPOINT_FILE_MANAGER``'s (a query's logs in a local or mounted directory)."""
-    key, manager = CHECKPOINT_FILE_MANAGER
-    if spark.conf.get(key, None) is None:
-        spark.conf.set(key, manager)
-
-
-def spark_python() -> str:
-    """The Python Spark's processes run: ``pycanal-spark-python`` beside this interpreter
-    (``pycanal.spark.python``), or this interpreter where that command is not installed."""
-    launcher = Path(sys.executable).with_name("pycanal-spark-python")
-    return str(launcher) if os.access(launcher, os.X_OK) else sys.executable
-
-
-def spark_session(
-    local_dir: str | Path,
-    app: str = "pycanal",
-    master: str | None = "local[*]",
-    java_options: str = DRIVER_JAVA_OPTIONS,
-    class_archive: str | Path | None = "auto",
-) -> Any:
-    """A SparkSession with the settings measured on this kind of machine
-    (/work/shared/research/spark.md) and pycanal's sources registered. ``master``: Spark's master
-    URL (``local[*]``, ``spark://host:7077``, ...); None leaves it to ``spark-submit``.
-    ``java_options``: the driver JVM's flags (where this call starts the JVM; under
-    ``spark-submit``, its ``--driver-java-options``), with ``class_archive`` mapped
-    (``pycanal.spark.jvm``: "auto" is this machine's archive where it was made; None: none)."""
-    if class_archive is not None and "SharedArchiveFile" not in java_options:
-        java_options = f"{java_options} {archive_options(class_archive)}".strip()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = spark_python()  # this venv (pyarrow, pycanal), pyspark not from its zip
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    from . import register
-
-    Path(local_dir).mkdir(parents=True, exist_ok=True)
-    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
-    spark = (
-        builder.appName(app)
-        .config("spark.driver.memory", "2g")
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.local.dir", str(local_dir))
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
+__all__ = ["Pipeline", "progress_line", "run", "snapshot_progress", "snapshot_requests", "start_pipeline"]
 
 
 class Pipeline(NamedTuple):
@@ -167,39 +84,28 @@ def start_pipeline(
     ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``;
     ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts); with a
     ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``).
-    The session's checkpoint file manager, where unset, becomes ``CHECKPOINT_FILE_MANAGER``'s
-    (``checkpoint_logs``)."""
+    The session's checkpoint file manager, where unset, becomes
+    ``session.CHECKPOINT_FILE_MANAGER``'s (``session.checkpoint_logs``)."""
     lake = Path(lake).resolve()
-    reader = spark.readStream.format("canal").option("destination", destination)
-    reader = reader.option("clientId", str(client_id)).option("filter", filter)
-    if stage:
-        reader = reader.option("stage", str(stage_dir(lake)))
-    if address:
-        reader = reader.option("address", address)
-    if zk_servers:
-        reader = reader.option("zkServers", zk_servers)
+    options: dict[str, Any] = {
+        "destination": destination, "clientId": client_id, "filter": filter, "address": address or None,
+        "zkServers": zk_servers or None, "batchSize": batch_size or None, "batchBytes": batch_bytes or None,
+        "stallTimeout": stall_timeout, "stage": stage_dir(lake) if stage else None,
+    }  # fmt: skip
     if user:
-        reader = reader.option("user", user).option("password", password)
-    if batch_size:
-        reader = reader.option("batchSize", str(batch_size))
-    if batch_bytes:
-        reader = reader.option("batchBytes", str(batch_bytes))
-    if stall_timeout is not None:
-        reader = reader.option("stallTimeout", str(stall_timeout))
+        options.update(user=user, password=password)
     if snapshot != "never" or source:
-        reader = reader.option("snapshot", snapshot).option("source", source)
-        reader = reader.option("sourceUser", source_user).option("sourcePassword", source_password)
         requests = snapshot_requests(lake)
         requests.mkdir(parents=True, exist_ok=True)  # where `pycanal snapshot` looks for a pipeline
-        reader = reader.option("snapshotSignals", str(requests))
-        if snapshot_chunk_rows:
-            reader = reader.option("snapshotChunkRows", str(snapshot_chunk_rows))
-        if snapshot_parallelism:
-            reader = reader.option("snapshotParallelism", str(snapshot_parallelism))
-        if snapshot_reader:
-            reader = reader.option("snapshotReader", snapshot_reader)
-        if snapshot_server_ids:
-            reader = reader.option("snapshotServerIds", snapshot_server_ids)
+        options.update(
+            snapshot=snapshot, source=source, sourceUser=source_user, sourcePassword=source_password,
+            snapshotSignals=requests, snapshotChunkRows=snapshot_chunk_rows or None,
+            snapshotParallelism=snapshot_parallelism or None, snapshotReader=snapshot_reader or None,
+            snapshotServerIds=snapshot_server_ids or None,
+        )  # fmt: skip
+    reader = spark.readStream.format("canal").options(
+        **{k: str(v) for k, v in options.items() if v is not None}
+    )
     checkpoint_logs(spark)  # the checkpoint is under the lake: a local (or mounted) path
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,

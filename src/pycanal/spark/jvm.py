@@ -3,21 +3,20 @@
 A driver JVM loads and verifies ~18,500 classes from Spark's jars by the end of its first
 query; mapped from an archive written by an earlier JVM they cost a fraction of that:
 a ``SparkSession`` up in 3.6-4.5 s instead of 5.8-7.1 s and its first query in 1.2-1.4 s instead of
-2.2-3.1 s here (docs/benchmarks.md, stop 29). The archive (Java's dynamic archive,
+2.2-3.1 s here (docs/benchmarks.md, "The lake with many tables"). The archive (Java's dynamic archive,
 ``-XX:ArchiveClassesAtExit``) is written once per machine by ``python -m pycanal.spark.jvm``
 (``scripts/setup.sh`` runs it): a JVM with the driver's flags runs the kinds of work a pipeline
 does (a Python streaming source, ``foreachBatch``, Arrow to Python, a shuffle), then exits and
 dumps the classes it loaded. It is named after the Java build, the pyspark version and its jars,
 so a JVM or Spark upgrade uses none until it is made again; a JVM that cannot use an archive
-(another class path) warns and starts as without one.
+(another class path) warns and starts as without one. Where it lives and how a session maps it:
+``pycanal.spark.session``.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,53 +24,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-__all__ = ["archive_options", "class_archive", "make_class_archive"]
+from .session import DRIVER_JAVA_OPTIONS, class_archive, spark_session
 
-
-def _java() -> Path | None:
-    home = os.environ.get("JAVA_HOME")
-    java = Path(home) / "bin" / "java" if home else shutil.which("java")
-    return Path(java).resolve() if java and Path(java).exists() else None
-
-
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent
-
-
-def cache_dir() -> Path:
-    """``$PYCANAL_CACHE_DIR``, else ``$XDG_CACHE_HOME/pycanal``, else ``~/.cache/pycanal``."""
-    if os.environ.get("PYCANAL_CACHE_DIR"):
-        return Path(os.environ["PYCANAL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "pycanal"
-
-
-def class_archive(directory: str | Path | None = None) -> Path | None:
-    """Where the archive of this Java and pyspark lives (whether made or not); None without Java."""
-    java = _java()
-    if java is None:
-        return None
-    release = java.parent.parent / "release"
-    jars = sorted((p.name, p.stat().st_size) for p in (_spark_home() / "jars").glob("*.jar"))
-    key = hashlib.sha256(
-        repr((str(java), release.read_bytes() if release.exists() else b"", jars)).encode()
-    ).hexdigest()[:16]
-    return Path(directory or cache_dir()) / f"spark-classes-{key}.jsa"
-
-
-def archive_options(archive: str | Path | None = "auto") -> str:
-    """The JVM flags that map ``archive`` ("auto": this machine's, where made; None: none). A
-    path named explicitly must be an archive file."""
-    if archive is None:
-        return ""
-    if archive == "auto":
-        path = class_archive()
-        return f"-XX:SharedArchiveFile={path}" if path is not None and path.is_file() else ""
-    if not Path(archive).is_file():
-        raise ValueError(f"class archive {archive}: no such file (python -m pycanal.spark.jvm makes one)")
-    return f"-XX:SharedArchiveFile={archive}"
+__all__ = ["make_class_archive"]
 
 
 def make_class_archive(java_options: str, path: Path | None = None) -> Path:
@@ -105,8 +60,6 @@ def _train(out: Path, java_options: str) -> None:
     """The training run: a pipeline's kinds of work, then a normal JVM exit (which dumps)."""
     from pyspark.sql import SparkSession
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-
-    from .job import spark_session
 
     class Counter(DataSourceStreamReader):
         def initialOffset(self) -> dict:
@@ -164,8 +117,6 @@ def _train(out: Path, java_options: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .job import DRIVER_JAVA_OPTIONS
-
     ap = argparse.ArgumentParser(description="Make the driver JVM's class archive, unless made.")
     ap.add_argument("--java-options", default=DRIVER_JAVA_OPTIONS, help="the driver JVM's flags")
     ap.add_argument("--force", action="store_true", help="make it again")

@@ -10,20 +10,15 @@ thread that just merged into a table and counted in that table's MERGEs:
   without reading the log where the writer knows no two of its files fit in one;
 * a checkpoint (the log state in one Parquet file, so a reader replays no JSON before it),
   every ``checkpoint_every``: made from the previous checkpoint and the entries since
-  (``pycanal.spark.checkpoint``, ~10 ms of CPU for a 1,000-row table), by delta-rs (~50 ms: it
+  (``delta.checkpoint``, ~10 ms of CPU for a 1,000-row table), by delta-rs (~50 ms: it
   replays the log) where that cannot be;
-* expiry, with each checkpoint made so: the data files whose removal is older than
-  ``retention_hours`` (the table's ``delta.deletedFileRetentionDuration``, 1 hour: no version
+* expiry, with each checkpoint made so (``delta.expiry``): the data files whose removal is older
+  than ``retention_hours`` (the table's ``delta.deletedFileRetentionDuration``, 1 hour: no version
   younger uses them, and an older version cannot be loaded anyway) are deleted as the checkpoint
   drops their tombstones, and the entries and checkpoints before the newest checkpoint older
-  than ``log_retention_hours`` (``delta.logRetentionDuration``, 1 hour) are (a time-travel
-  query older than that fails; a reader holding an older file list can fail). Neither is found
-  by listing (the tombstones the checkpoint read; binary searches over the entries): a table written
-  every second leaves 3,600 replaced files and log entries an hour (24 hours of files over 200
-  such tables would be 17M, more than the 16.7M inodes of this machine's disk; Delta's default
-  of 30 days of log is 2.6M entries a table), and delta-rs' vacuum and cleanup list both, an
-  open of the table the log too: at 2,000 writes they cost 142 ms of CPU a turn against 48 ms
-  at 500 (docs/benchmarks.md, stop 35);
+  than ``log_retention_hours`` (``delta.logRetentionDuration``, 1 hour) are, both found without
+  listing anything (a time-travel query older than that fails; a reader holding an older file
+  list can fail);
 * vacuum, every ``vacuum_every`` (delta-rs: the log cleanup, and the files of the table's
   directory that no version within ``retention_hours`` uses, found by listing it): what the
   expiry does not see -- files a writer wrote and never committed (a crash between the two),

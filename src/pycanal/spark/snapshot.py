@@ -42,6 +42,7 @@ import pyarrow as pa
 import pymysql
 from pyspark.sql.datasource import InputPartition
 
+from pycanal.common.files import write_atomically
 from pycanal.parse.filter import TableFilter
 from pycanal.snapshot import (
     SourceTable,
@@ -54,7 +55,8 @@ from pycanal.snapshot.chunks import Chunk, EvenRanges, even_ranges, next_upper
 from pycanal.snapshot.reader import ChunkRead, connect
 from pycanal.snapshot.window import ChunkColumns, Source, read_chunk_window
 
-from .rows import RowPosition, SnapshotRows
+from .rows import RowPosition
+from .snapshot_rows import SnapshotRows
 from .stage import stage_rows
 
 __all__ = [
@@ -145,9 +147,7 @@ def request_snapshot(signals: str | Path, tables: list[str]) -> Path:
     if not directory.is_dir():  # made by the query that reads it: a request no query reads is an error
         raise ValueError(f"{directory}: no query takes snapshot requests there")
     path = directory / f"{time.time_ns():020d}-{os.getpid()}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"tables": names}))
-    os.replace(tmp, path)  # whole or not at all: the runner reads only *.json
+    write_atomically(path, json.dumps({"tables": names}).encode())  # the runner reads only *.json
     return path
 
 

@@ -43,30 +43,18 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pymysql
 
-from ._process import die_with_parent, emergency_cleanup, tail
-from ._process import free_port as _free_port
+from ._process import PortTaken, PrivateServer, tail
 
 __all__ = ["MariaDBStartError", "PrivateMariaDB", "find_server_binary", "mariadb_binlog_path"]
 
 _SBIN_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/libexec", "/usr/local/mysql/bin", "/usr/bin")
-
-_BIND_ERROR_RE = re.compile(
-    r"Address already in use|Do you already have another (mysqld|mariadbd) server running on port"
-)
-
-
-# A clean shutdown for mariadbd when the test process dies.
-_DIE_WITH_PARENT = die_with_parent(signal.SIGTERM)
 
 
 class MariaDBStartError(RuntimeError):
@@ -97,7 +85,7 @@ def mariadb_binlog_path() -> str:
     return _find_binary("mariadb-binlog", "mysqlbinlog")
 
 
-class PrivateMariaDB:
+class PrivateMariaDB(PrivateServer):
     """A private MariaDB server in a temporary directory (see the module docstring).
 
     Parameters:
@@ -115,7 +103,14 @@ class PrivateMariaDB:
             behind.  Pass False when starting the server from a short-lived thread.
     """
 
-    host = "127.0.0.1"
+    name = "mariadbd"
+    dir_prefix = "mariadb"
+    start_error = MariaDBStartError
+    death_signal = signal.SIGTERM  # a clean shutdown when the test process dies
+    stop_grace = 10.0
+    bind_error = re.compile(
+        r"Address already in use|Do you already have another (mysqld|mariadbd) server running on port"
+    )
 
     def __init__(
         self,
@@ -139,21 +134,17 @@ class PrivateMariaDB:
             )
         if binlog_row_image.upper() not in ("FULL", "MINIMAL", "NOBLOB"):
             raise ValueError(f"binlog_row_image must be FULL, MINIMAL or NOBLOB, not {binlog_row_image!r}")
+        super().__init__(
+            keep=keep, startup_timeout=startup_timeout, base_dir=base_dir, die_with_parent=die_with_parent
+        )
         self.server_id = int(server_id)
         self.binlog_row_metadata = binlog_row_metadata.upper()
         self.binlog_row_image = binlog_row_image.upper()
         self.extra_args = list(extra_args)
-        self.keep = keep
-        self.startup_timeout = startup_timeout
         self.shutdown_timeout = shutdown_timeout
         self.repl_user = repl_user
         self.repl_password = repl_password
         self.database = database
-        self._base_dir = base_dir
-        self.die_with_parent = die_with_parent
-
-        self.port: int = 0
-        self.root_dir: Path | None = None
         self.datadir: Path | None = None
         self.binlog_dir: Path | None = None
         self.tmpdir: Path | None = None
@@ -162,83 +153,31 @@ class PrivateMariaDB:
         self.error_log: Path | None = None
         self.version: str = ""
         self.version_info: tuple[int, int, int] = (0, 0, 0)
-        self.startup_seconds: float = 0.0
-        self.process: subprocess.Popen[bytes] | None = None
-        self._finalizer: weakref.finalize | None = None
-        self._stopped = False
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> PrivateMariaDB:
-        if self.process is None:
-            self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     @property
     def binlog_basename(self) -> Path:
         assert self.binlog_dir is not None, "server not started"
         return self.binlog_dir / "mysql-bin"
 
-    def start(self) -> PrivateMariaDB:
-        """Initialise the datadir, start the server and wait until it is ready."""
-        if self.process is not None:
-            raise RuntimeError("PrivateMariaDB already started")
-        t0 = time.monotonic()
+    def _start(self) -> None:
+        """Initialise the datadir, start the server, wait until it is ready, add the users."""
         self._make_dirs()
-        assert self.root_dir is not None
-        self._finalizer = weakref.finalize(self, emergency_cleanup, None, self.root_dir, self.keep)
-        try:
-            self._install_db()
-            for attempt in range(8):
-                self.port = _free_port()
-                if self._launch_and_wait():
-                    break
-                # Another process took the port between our probe and the server's bind: retry.
-                if attempt == 7:
-                    raise MariaDBStartError(
-                        f"mariadbd could not bind a free port after 8 attempts\n{tail(self.error_log)}"
-                    )
-            self._post_start_setup()
-        except BaseException:
-            self._kill_quietly()
-            self._finalizer()  # removes the temp dir unless keep=True
-            raise
-        self.startup_seconds = time.monotonic() - t0
-        return self
+        self._install_db()
+        self._launch_on_free_port(self._launch_and_wait)
+        self._post_start_setup()
 
-    def stop(self) -> None:
-        """Shut the server down cleanly (SHUTDOWN, then SIGTERM/SIGKILL after a deadline)
-        and remove the temporary directory unless ``keep=True``.  Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
+    def _shut_down(self) -> None:
+        """A clean SHUTDOWN; SIGTERM, then SIGKILL, if the server still runs after ``shutdown_timeout``."""
         proc = self.process
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(Exception):
-                self._send_shutdown()
-            try:
-                proc.wait(self.shutdown_timeout)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
-        if self._finalizer is not None:
-            self._finalizer.detach()
-        if not self.keep and self.root_dir is not None:
-            shutil.rmtree(self.root_dir, ignore_errors=True)
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(Exception):
+            self._send_shutdown()
+        try:
+            proc.wait(self.shutdown_timeout)
+        except subprocess.TimeoutExpired:
+            super()._shut_down()
 
     def restart(self, kill: bool = False) -> None:
         """Stop the server (clean SHUTDOWN, or SIGKILL with ``kill=True``, as a crash) and start
@@ -253,8 +192,10 @@ class PrivateMariaDB:
         proc.wait(self.shutdown_timeout)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket)  # a killed server leaves its socket file behind
-        if not self._launch_and_wait():
-            raise MariaDBStartError(f"mariadbd could not bind port {self.port} again on restart")
+        try:
+            self._launch_and_wait()
+        except PortTaken:
+            raise MariaDBStartError(f"mariadbd could not bind port {self.port} again on restart") from None
 
     # ------------------------------------------------------------------ internals
     def _send_shutdown(self) -> None:
@@ -266,12 +207,13 @@ class PrivateMariaDB:
             with contextlib.suppress(Exception):
                 conn.close()
 
-    def _make_dirs(self) -> None:
-        base = Path(self._base_dir) if self._base_dir is not None else Path(tempfile.gettempdir())
+    def _temp_parent(self) -> Path:
+        base = super()._temp_parent()
         # A unix socket path must fit in sun_path (108 bytes on Linux).
-        if len(str(base)) > 60:
-            base = Path("/tmp")
-        self.root_dir = Path(tempfile.mkdtemp(prefix="pycanal-mariadb-", dir=base))
+        return base if len(str(base)) <= 60 else Path("/tmp")
+
+    def _make_dirs(self) -> None:
+        assert self.root_dir is not None
         self.datadir = self.root_dir / "data"
         self.binlog_dir = self.root_dir / "binlog"
         self.tmpdir = self.root_dir / "tmp"
@@ -345,56 +287,30 @@ class PrivateMariaDB:
             *self.extra_args,
         ]
 
-    def _launch_and_wait(self) -> bool:
-        """Start mariadbd on ``self.port``; True when ready, False on a port clash."""
+    def _launch_and_wait(self) -> None:
+        """Start mariadbd on ``self.port`` and wait until it answers."""
         assert self.error_log is not None and self.root_dir is not None
         with contextlib.suppress(FileNotFoundError):
             self.error_log.unlink()  # only this attempt's messages
-        out = open(self.root_dir / "mariadbd.out", "ab")  # noqa: SIM115 - closed below
-        try:
-            self.process = subprocess.Popen(
-                self._server_cmd(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_DIE_WITH_PARENT
-                if self.die_with_parent and sys.platform.startswith("linux")
-                else None,
-            )
-        finally:
-            out.close()
-        assert self._finalizer is not None
-        self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, emergency_cleanup, self.process, self.root_dir, self.keep)
+        self._launch(self._server_cmd(), self.root_dir / "mariadbd.out", append=True)
+        self._wait(self._not_answering)
 
-        deadline = time.monotonic() + self.startup_timeout
-        last_error: Exception | None = None
-        while True:
-            rc = self.process.poll()
-            if rc is not None:
-                log = tail(self.error_log) + "\n" + tail(self.root_dir / "mariadbd.out", 10)
-                if _BIND_ERROR_RE.search(log):
-                    self.process = None
-                    return False
-                raise MariaDBStartError(f"mariadbd exited with code {rc} during start-up:\n{log}")
-            if os.path.exists(self.socket):
-                try:
-                    conn = self.root_connection(connect_timeout=2)
-                    try:
-                        with conn.cursor() as cur:
-                            cur.execute("SELECT 1")
-                            if cur.fetchone() == (1,):
-                                return True
-                    finally:
-                        conn.close()
-                except pymysql.MySQLError as e:
-                    last_error = e
-            if time.monotonic() > deadline:
-                raise MariaDBStartError(
-                    f"mariadbd not ready after {self.startup_timeout:.0f}s (last error: {last_error!r}):\n"
-                    f"{tail(self.error_log)}"
-                )
-            time.sleep(0.05)
+    def _not_answering(self) -> str | None:
+        if not os.path.exists(self.socket):
+            return "made no socket"
+        try:
+            with self.root_connection(connect_timeout=2) as conn, conn.cursor() as cur:
+                cur.execute("SELECT 1")
+                if cur.fetchone() == (1,):
+                    return None
+        except pymysql.MySQLError as e:
+            return f"did not answer SELECT 1 (last error: {e!r})"
+        return "did not answer SELECT 1"
+
+    def _log_files(self) -> list[Path]:
+        if self.root_dir is None or self.error_log is None:
+            return []
+        return [self.error_log, self.root_dir / "mariadbd.out"]
 
     def _post_start_setup(self) -> None:
         u, p = self.repl_user, self.repl_password
@@ -422,13 +338,6 @@ class PrivateMariaDB:
         m = re.match(r"(\d+)\.(\d+)\.(\d+)", self.version)
         if m:
             self.version_info = (int(m[1]), int(m[2]), int(m[3]))
-
-    def _kill_quietly(self) -> None:
-        proc = self.process
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            with contextlib.suppress(Exception):
-                proc.wait(10)
 
     # ------------------------------------------------------------------ connections
     def root_connection(self, database: str | None = None, **kwargs: Any) -> pymysql.connections.Connection:
@@ -510,8 +419,7 @@ class PrivateMariaDB:
         return self.binlog_dir / self.current_binlog()[0]
 
     def __repr__(self) -> str:
-        state = "running" if self.running else ("stopped" if self._stopped else "not started")
         return (
-            f"<PrivateMariaDB {state} port={self.port} socket={self.socket!r} "
+            f"<PrivateMariaDB {self._state} port={self.port} socket={self.socket!r} "
             f"row_metadata={self.binlog_row_metadata} version={self.version!r}>"
         )

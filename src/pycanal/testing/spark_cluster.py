@@ -13,7 +13,6 @@ root unless ``keep=True``. They die with the thread that started them (PR_SET_PD
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -22,11 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._process import die_with_parent, free_port, tail
+from ._process import free_port, spawn, tail, terminate
 
 __all__ = ["SparkClusterStartError", "SparkStandaloneCluster", "spark_home"]
-
-_DIE_WITH_PARENT = die_with_parent(signal.SIGKILL)
 
 
 class SparkClusterStartError(RuntimeError):
@@ -47,7 +44,7 @@ class SparkStandaloneCluster:
         self.workers, self.cores, self.memory, self.keep = workers, cores, memory, keep
         self.root = Path(tempfile.mkdtemp(prefix="pycanal-spark-cluster-"))
         self.port = 0
-        self._procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
 
     @property
     def master_url(self) -> str:
@@ -64,12 +61,14 @@ class SparkStandaloneCluster:
         env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1",
                    SPARK_LOG_DIR=str(self.root / "logs"), SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")  # fmt: skip
         log = self.root / f"{name}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [str(home / "bin" / "spark-class"), *args],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.root, preexec_fn=_DIE_WITH_PARENT,
-            )  # fmt: skip
-        self._procs.append((name, proc, log))
+        proc = spawn(
+            [str(home / "bin" / "spark-class"), *args],
+            log,
+            death_signal=signal.SIGKILL,
+            cwd=self.root,
+            env=env,
+        )
+        self._procs.append(proc)
         return proc, log
 
     def _wait_for(
@@ -102,16 +101,7 @@ class SparkStandaloneCluster:
         return self
 
     def stop(self) -> None:
-        for _name, proc, _log in reversed(self._procs):
-            if proc.poll() is None:
-                proc.terminate()
-        for _name, proc, _log in self._procs:
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                proc.wait(5)
+        terminate(reversed(self._procs), 15)
         self._procs.clear()
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)

@@ -20,26 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
-import time
-import weakref
 from pathlib import Path
 
-from ._process import die_with_parent, emergency_cleanup, tail
-from ._process import free_port as _free_port
+from ._process import PrivateServer, find_java
 
-__all__ = ["PrivateZooKeeper", "ZooKeeperStartError", "find_zookeeper_jar", "find_java"]
+__all__ = ["PrivateZooKeeper", "ZooKeeperStartError", "find_zookeeper_jar"]
 
 _JAR_CANDIDATES = ("/usr/share/java/zookeeper.jar",)
-
-
-# ZooKeeper needs no clean shutdown when the test process dies.
-_DIE_WITH_PARENT = die_with_parent(signal.SIGKILL)
 
 
 class ZooKeeperStartError(RuntimeError):
@@ -58,18 +47,7 @@ def find_zookeeper_jar() -> str:
     )
 
 
-def find_java() -> str:
-    """The ``java`` binary: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").is_file():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if not found:
-        raise FileNotFoundError("java not found on PATH; install a JRE (openjdk-17-jre-headless)")
-    return found
-
-
-class PrivateZooKeeper:
+class PrivateZooKeeper(PrivateServer):
     """A standalone ZooKeeper in a temporary directory (see the module docstring).
 
     Parameters:
@@ -78,9 +56,13 @@ class PrivateZooKeeper:
         keep: keep the temporary directory after :meth:`stop`.
         startup_timeout: seconds to wait for a client to connect.
         heap_mb: the JVM's ``-Xmx``.
+        base_dir, die_with_parent: see :class:`~pycanal.testing._process.PrivateServer`.
     """
 
-    host = "127.0.0.1"
+    name = "ZooKeeper"
+    dir_prefix = "zookeeper"
+    start_error = ZooKeeperStartError
+    stop_grace = 10.0
 
     def __init__(
         self,
@@ -93,83 +75,20 @@ class PrivateZooKeeper:
         base_dir: str | os.PathLike[str] | None = None,
         die_with_parent: bool = True,
     ) -> None:
+        super().__init__(
+            keep=keep, startup_timeout=startup_timeout, base_dir=base_dir, die_with_parent=die_with_parent
+        )
         self.tick_time = int(tick_time)
         self.max_session_timeout = int(max_session_timeout)
-        self.keep = keep
-        self.startup_timeout = startup_timeout
         self.heap_mb = heap_mb
-        self._base_dir = base_dir
-        self.die_with_parent = die_with_parent
-        self.port = 0
-        self.root_dir: Path | None = None
         self.data_dir: Path | None = None
         self.config_file: Path | None = None
         self.log_file: Path | None = None
-        self.process: subprocess.Popen[bytes] | None = None
-        self.startup_seconds = 0.0
-        self._finalizer: weakref.finalize | None = None
-        self._stopped = False
-        self._paused = False
-
-    # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> PrivateZooKeeper:
-        if self.process is None:
-            self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def hosts(self) -> str:
         """The kazoo / Canal ``zkServers`` connect string."""
         return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def start(self) -> PrivateZooKeeper:
-        if self.process is not None:
-            raise RuntimeError("PrivateZooKeeper already started")
-        t0 = time.monotonic()
-        base = Path(self._base_dir) if self._base_dir is not None else Path(tempfile.gettempdir())
-        self.root_dir = Path(tempfile.mkdtemp(prefix="pycanal-zookeeper-", dir=base))
-        self.data_dir = self.root_dir / "data"
-        self.data_dir.mkdir()
-        self.config_file = self.root_dir / "zoo.cfg"
-        self.log_file = self.root_dir / "zookeeper.out"
-        self._finalizer = weakref.finalize(self, emergency_cleanup, None, self.root_dir, self.keep)
-        try:
-            for attempt in range(8):
-                self.port = _free_port()
-                if self._launch_and_wait():
-                    break
-                if attempt == 7:
-                    raise ZooKeeperStartError(
-                        f"ZooKeeper could not bind a free port after 8 attempts\n{tail(self.log_file)}"
-                    )
-        except BaseException:
-            self._kill_quietly()
-            self._finalizer()
-            raise
-        self.startup_seconds = time.monotonic() - t0
-        return self
-
-    def stop(self) -> None:
-        """Terminate the server and remove the temporary directory (unless ``keep``). Idempotent."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self._kill_quietly()
-        if self._finalizer is not None:
-            self._finalizer.detach()
-        if not self.keep and self.root_dir is not None:
-            shutil.rmtree(self.root_dir, ignore_errors=True)
 
     def pause(self) -> None:
         """Freeze the server (SIGSTOP): clients lose their connection, sessions expire later."""
@@ -177,13 +96,11 @@ class PrivateZooKeeper:
             raise RuntimeError("PrivateZooKeeper is not running")
         assert self.process is not None
         os.kill(self.process.pid, signal.SIGSTOP)
-        self._paused = True
 
     def resume(self) -> None:
         """Undo :meth:`pause` (SIGCONT)."""
         if self.process is not None and self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGCONT)
-        self._paused = False
 
     def client(self, *, chroot: str = "", timeout: float = 10.0, **kwargs: object):  # -> KazooClient
         """A started ``KazooClient`` connected to this server (the caller stops it)."""
@@ -194,6 +111,17 @@ class PrivateZooKeeper:
         return client
 
     # ------------------------------------------------------------------ internals
+    def _start(self) -> None:
+        assert self.root_dir is not None
+        self.data_dir = self.root_dir / "data"
+        self.data_dir.mkdir()
+        self.config_file = self.root_dir / "zoo.cfg"
+        self.log_file = self.root_dir / "zookeeper.out"
+        self._launch_on_free_port(self._launch_and_wait)
+
+    def _log_files(self) -> list[Path]:
+        return [self.log_file] if self.log_file is not None else []
+
     def _write_config(self) -> None:
         assert self.config_file is not None and self.data_dir is not None
         self.config_file.write_text(
@@ -230,44 +158,14 @@ class PrivateZooKeeper:
             str(self.config_file),
         ]
 
-    def _launch_and_wait(self) -> bool:
-        """Start the server on ``self.port``; True when a client connected, False on a port clash."""
+    def _launch_and_wait(self) -> None:
+        """Start the server on ``self.port`` and wait until a client connects."""
         assert self.root_dir is not None and self.log_file is not None
         self._write_config()
-        out = open(self.log_file, "wb")  # noqa: SIM115 - closed below
-        try:
-            self.process = subprocess.Popen(
-                self._command(),
-                cwd=self.root_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_DIE_WITH_PARENT
-                if self.die_with_parent and sys.platform.startswith("linux")
-                else None,
-            )
-        finally:
-            out.close()
-        assert self._finalizer is not None
-        self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, emergency_cleanup, self.process, self.root_dir, self.keep)
-
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            rc = self.process.poll()
-            if rc is not None:
-                log = tail(self.log_file)
-                if "Address already in use" in log or "BindException" in log:
-                    self.process = None
-                    return False
-                raise ZooKeeperStartError(f"ZooKeeper exited with code {rc} during start-up:\n{log}")
-            if self._port_open() and self._kazoo_ready():
-                return True
-            if time.monotonic() > deadline:
-                raise ZooKeeperStartError(
-                    f"ZooKeeper not ready after {self.startup_timeout}s on {self.hosts}\n{tail(self.log_file)}"
-                )
-            time.sleep(0.05)
+        self._launch(self._command(), self.log_file, cwd=self.root_dir)
+        self._wait(
+            lambda: None if self._port_open() and self._kazoo_ready() else f"served no client on {self.hosts}"
+        )
 
     def _port_open(self) -> bool:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -288,16 +186,3 @@ class PrivateZooKeeper:
             with contextlib.suppress(Exception):
                 client.stop()
                 client.close()
-
-    def _kill_quietly(self) -> None:
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGCONT)
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)

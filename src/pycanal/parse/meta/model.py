@@ -56,6 +56,21 @@ class _Drift(Exception):
     """The statement does not fit the model's table: the model had drifted from the server."""
 
 
+def _existing(t: Table, name: str, if_exists: bool) -> int | None:
+    """The index of ``t``'s column ``name``; None when there is none and IF EXISTS allows that."""
+    i = t.index_of(name)
+    if i is None and not if_exists:
+        raise _Drift(f"column {name!r} does not exist")
+    return i
+
+
+def _free(t: Table, name: str, i: int) -> None:
+    """Column ``i`` of ``t`` may take ``name``: no other column has it."""
+    j = t.index_of(name)
+    if j is not None and j != i:
+        raise _Drift(f"column {name!r} already exists")
+
+
 @dataclass(slots=True)
 class Column:
     name: str
@@ -445,24 +460,17 @@ class SchemaModel:
             if cd.primary_key:
                 self._set_primary_key(t, [(col.name, 0)])
         elif op == "DROP_COLUMN":
-            i = t.index_of(a.name)
+            i = _existing(t, a.name, a.if_exists)
             if i is None:
-                if a.if_exists:
-                    return
-                raise _Drift(f"column {a.name!r} does not exist")
+                return
             dropped = t.columns.pop(i)
             t.primary_key = [p for p in t.primary_key if p[0].lower() != dropped.name.lower()]
         elif op in ("MODIFY_COLUMN", "CHANGE_COLUMN"):
             cd = a.column
-            old_name = a.name if op == "CHANGE_COLUMN" else cd.name
-            i = t.index_of(old_name)
+            i = _existing(t, a.name if op == "CHANGE_COLUMN" else cd.name, a.if_exists)
             if i is None:
-                if a.if_exists:
-                    return
-                raise _Drift(f"column {old_name!r} does not exist")
-            j = t.index_of(cd.name)
-            if j is not None and j != i:
-                raise _Drift(f"column {cd.name!r} already exists")
+                return
+            _free(t, cd.name, i)
             old = t.columns.pop(i)
             col = self._column(cd, t)
             t.columns.insert(self._position(t, cd.position, i), col)
@@ -472,23 +480,18 @@ class SchemaModel:
             if cd.primary_key:
                 self._set_primary_key(t, [(col.name, 0)])
         elif op == "RENAME_COLUMN":
-            i = t.index_of(a.name)
+            i = _existing(t, a.name, a.if_exists)
             if i is None:
-                if a.if_exists:
-                    return
-                raise _Drift(f"column {a.name!r} does not exist")
-            j = t.index_of(a.new_name)
-            if j is not None and j != i:
-                raise _Drift(f"column {a.new_name!r} already exists")
+                return
+            _free(t, a.new_name, i)
             old = t.columns[i].name
             t.columns[i].name = a.new_name
             t.primary_key = [(a.new_name if n.lower() == old.lower() else n, p) for n, p in t.primary_key]
         elif op == "ALTER_COLUMN":
-            col = t.column(a.name)
-            if col is None:
-                if a.if_exists:
-                    return
-                raise _Drift(f"column {a.name!r} does not exist")
+            i = _existing(t, a.name, a.if_exists)
+            if i is None:
+                return
+            col = t.columns[i]
             if a.default is not None:
                 col.default = render_default(a.default, col.data_type, col.column_type, col.nullable)
             elif a.drop_default:

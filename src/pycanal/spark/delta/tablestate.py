@@ -4,11 +4,11 @@ delta-rs opens a table by listing its whole ``_delta_log`` directory and replayi
 checkpoint, every tombstone in it included. A current-state table committed to every second
 keeps an hour of both (``Maintenance``'s retentions), so opening it costs more the longer it has
 been streamed into: around write 100 / 3,600 of a 1,000-row table, delta-rs took 15.8 / 18.9 ms
-of CPU to open and read it, this module 3.4 / 3.2 ms (docs/benchmarks.md, stop 34). Here:
+of CPU to open and read it, this module 3.4 / 3.2 ms (docs/benchmarks.md, "The lake with many
+tables"). Here:
 
 * the version comes from ``_last_checkpoint`` and the entries after it, read in order until one
-  is missing (an entry is created whole, by a hard link, and versions have no gaps), so nothing
-  is listed;
+  is missing (``log.LogState``), so nothing is listed;
 * the checkpoint's row groups that hold only tombstones are not read (``checkpoint`` writes the
   removes in row groups of their own);
 * the live files are read with pyarrow: a column a file lacks (added since) as nulls, every
@@ -17,8 +17,8 @@ of CPU to open and read it, this module 3.4 / 3.2 ms (docs/benchmarks.md, stop 3
 What this does not read as delta-rs would -- no checkpoint and no first entry, partition columns,
 column mapping, reader features beyond deletion vectors and ``timestampNtz``, a live file with a
 deletion vector, a file outside the table's directory -- makes ``table_state`` None, and
-``read_table`` reads through delta-rs instead. A file deleted under the reader (a vacuum after
-a newer checkpoint) makes it read the state again.
+``read_table`` reads through delta-rs instead (``read_rows``, which applies deletion vectors). A
+file deleted under the reader (a vacuum after a newer checkpoint) makes it read the state again.
 
 A poller (``TableReader``, or ``table_state`` given the state it read last) reads only the entries
 committed since: asking a table nothing was committed to costs a ``stat`` and a read of
@@ -28,20 +28,17 @@ committed since: asking a table nothing was committed to costs a ``stat`` and a 
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 
-from .checkpoint import checkpoint_parts, checkpoint_rows, entry_actions, entry_path
-from .cow import read_rows
+from .log import LogState, entry_path, last_checkpoint
 
-__all__ = ["TableReader", "TableState", "read_table", "table_state"]
+__all__ = ["TableReader", "TableState", "has_vectors", "read_rows", "read_table", "table_state"]
 
 _READER_FEATURES = {"deletionVectors", "timestampNtz"}
 _ATTEMPTS = 3
@@ -54,36 +51,7 @@ class TableState:
     version: int
     schema: pa.Schema
     files: list[Path]
-    _log: _Log = field(repr=False, compare=False)
-
-
-@dataclass
-class _Log:
-    """What a table's log says up to ``version``: the live adds by path, the last metaData and
-    protocol."""
-
-    version: int = -1
-    live: dict[str, dict[str, Any]] = field(default_factory=dict)
-    metadata: dict[str, Any] | None = None
-    protocol: dict[str, Any] | None = None
-
-    def replay(self, log_dir: Path) -> None:
-        """Apply the entries after ``version``, in order, until one is missing."""
-        while True:
-            try:
-                actions = entry_actions(log_dir, self.version + 1)
-            except FileNotFoundError:
-                return
-            self.version += 1
-            for kind, action in actions:
-                if kind == "add":
-                    self.live[action["path"]] = action
-                elif kind == "remove":
-                    self.live.pop(action["path"], None)
-                elif kind == "metaData":
-                    self.metadata = action
-                elif kind == "protocol":
-                    self.protocol = action
+    _log: LogState = field(repr=False, compare=False)
 
 
 def table_state(path: str | Path, since: TableState | None = None) -> TableState | None:
@@ -95,12 +63,11 @@ def table_state(path: str | Path, since: TableState | None = None) -> TableState
     if since is not None:
         if not entry_path(log_dir, since.version + 1).exists() and _last_version(log_dir) <= since.version:
             return since  # nothing committed since (a poller's usual answer)
-        log = since._log
-        log = _Log(log.version, dict(log.live), log.metadata, log.protocol)
+        log = since._log.copy()
     else:
-        log = _from_checkpoint(log_dir)
+        log = LogState.at_checkpoint(log_dir)
         if log is None:
-            return None
+            return None  # not a pointer or a checkpoint this module reads: delta-rs reads the table
     log.replay(log_dir)
     if log.version < _last_version(log_dir):
         return table_state(path)  # entries cleaned up after a newer checkpoint: start from it
@@ -145,33 +112,26 @@ class TableReader:
         return read_rows(DeltaTable(str(self.path)), columns)
 
 
+def has_vectors(dt: DeltaTable) -> bool:
+    """Whether the table's protocol lets its files have deletion vectors."""
+    return "deletionVectors" in (dt.protocol().reader_features or [])
+
+
+def read_rows(dt: DeltaTable, columns: list[str] | None = None) -> pa.Table:
+    """A Delta table's rows through delta-rs, its deletion vectors applied (delta-rs' pyarrow reader
+    refuses tables that may have them; its DataFusion scan reads them)."""
+    if not has_vectors(dt):
+        return dt.to_pyarrow_table(columns=columns)
+    schema = pa.schema(dt.schema())
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
+    return pa.table(dt.scan(columns=columns)).cast(schema)
+
+
 def read_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
     """The rows of the Delta table at ``path`` (``columns`` only, if given): read from its state
     (``table_state``) where it can be, through delta-rs otherwise."""
     return TableReader(path).read(columns)
-
-
-def _from_checkpoint(log_dir: Path) -> _Log | None:
-    """The log at the last checkpoint (at version -1 without one); None where the pointer or the
-    checkpoint cannot be read."""
-    try:
-        last = json.loads((log_dir / "_last_checkpoint").read_text())
-        base, parts = int(last["version"]), last.get("parts")
-    except FileNotFoundError:
-        return _Log()
-    except (ValueError, KeyError):
-        return None  # not a pointer this module reads: delta-rs reads the table
-    log = _Log(base)
-    for part in checkpoint_parts(log_dir, base, parts):
-        try:
-            rows = checkpoint_rows(part, ["add", "metaData", "protocol"])
-        except FileNotFoundError:
-            return None  # cleaned up after a newer one, or missing: delta-rs reads the table
-        for add in rows.column("add").drop_null().to_pylist():
-            log.live[add["path"]] = add
-        log.metadata = _first(rows, "metaData") or log.metadata
-        log.protocol = _first(rows, "protocol") or log.protocol
-    return log
 
 
 @functools.lru_cache(maxsize=1024)
@@ -182,17 +142,13 @@ def _arrow_schema(schema_string: str) -> pa.Schema:
 
 def _last_version(log_dir: Path) -> int:
     try:
-        return int(json.loads((log_dir / "_last_checkpoint").read_text())["version"])
-    except (OSError, ValueError, KeyError):
+        last = last_checkpoint(log_dir)
+    except (OSError, ValueError):
         return -1
+    return -1 if last is None else last[0]
 
 
-def _first(rows: pa.Table, column: str) -> dict[str, Any] | None:
-    values = rows.column(column).drop_null()
-    return values[0].as_py() if len(values) else None
-
-
-def _plain(log: _Log) -> bool:
+def _plain(log: LogState) -> bool:
     """Whether the files alone, read by column name, are the table's rows."""
     metadata, protocol = log.metadata or {}, log.protocol or {}
     configuration = dict(metadata.get("configuration") or {})

@@ -1,0 +1,9 @@
+"""Delta tables' logs as pycanal reads and writes them itself, without delta-rs replaying them.
+
+``log`` (where the entries and checkpoints are, put-if-absent, and the one replay of a log that
+every reader here uses), ``commit`` (the entries pycanal's writers commit), ``checkpoint`` (the
+next checkpoint made from the last one), ``expiry`` (what a checkpoint finds past the retentions,
+deleted without listing), ``dv`` (deletion vectors), ``tablestate`` (a table's live files and
+rows for readers and pollers). Above delta-rs and pyarrow only: the current-state writer
+(``pycanal.spark.cow``) and the readers of the lake use them.
+"""

@@ -1,0 +1,147 @@
+"""How pycanal starts a Spark session: the driver JVM's flags (its class archive included), the
+Python Spark's processes run, and where a query's checkpoint logs go.
+
+Below the job (``job``) and the archive's training run (``jvm``), which both start sessions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CHECKPOINT_FILE_MANAGER",
+    "DRIVER_JAVA_OPTIONS",
+    "archive_options",
+    "cache_dir",
+    "checkpoint_logs",
+    "class_archive",
+    "spark_python",
+    "spark_session",
+]
+
+# The driver JVM's flags. ParallelGC (research/spark.md). C1 only (no C2 JIT): the rows bypass the
+# JVM (staged files), so its own work (scheduling, offsets, markers) runs no slower compiled by C1,
+# while C2 spent 2-3 s of CPU compiling during a job's first minute (docs/benchmarks.md, "Spark
+# pipeline").
+DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
+
+# How Spark writes a query's offset and commit logs. Its default (Hadoop's FileContext API) runs a
+# `readlink` or `chmod` process for most steps of a log file on a local filesystem where Hadoop has
+# no native library (PySpark ships none): 7-12 processes forked by the driver JVM a micro-batch, the
+# two logs' 90 ms of a micro-batch on an idle machine. The FileSystem API writes the same temporary
+# file and renames it, with one `chmod` a file: 22 ms (at 5,000 txn/s: docs/benchmarks.md, "The lake
+# with many tables"). On a local filesystem neither API's rename is atomic (both check first that
+# the target does not exist).
+CHECKPOINT_FILE_MANAGER = (
+    "spark.sql.streaming.checkpointFileManagerClass",
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+)
+
+
+def checkpoint_logs(spark: Any) -> None:
+    """The session's ``spark.sql.streaming.checkpointFileManagerClass``, where unset, becomes
+    ``CHECKPOINT_FILE_MANAGER``'s (a query's logs in a local or mounted directory)."""
+    key, manager = CHECKPOINT_FILE_MANAGER
+    if spark.conf.get(key, None) is None:
+        spark.conf.set(key, manager)
+
+
+def spark_python() -> str:
+    """The Python Spark's processes run: ``pycanal-spark-python`` beside this interpreter
+    (``pycanal.spark.python``), or this interpreter where that command is not installed."""
+    launcher = Path(sys.executable).with_name("pycanal-spark-python")
+    return str(launcher) if os.access(launcher, os.X_OK) else sys.executable
+
+
+# ---------------------------------------------------------------------- the class archive
+def _java() -> Path | None:
+    home = os.environ.get("JAVA_HOME")
+    java = Path(home) / "bin" / "java" if home else shutil.which("java")
+    return Path(java).resolve() if java and Path(java).exists() else None
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def cache_dir() -> Path:
+    """``$PYCANAL_CACHE_DIR``, else ``$XDG_CACHE_HOME/pycanal``, else ``~/.cache/pycanal``."""
+    if os.environ.get("PYCANAL_CACHE_DIR"):
+        return Path(os.environ["PYCANAL_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "pycanal"
+
+
+def class_archive(directory: str | Path | None = None) -> Path | None:
+    """Where the driver JVM's class archive of this Java and pyspark lives (whether made or not,
+    ``pycanal.spark.jvm`` makes it); None without Java."""
+    java = _java()
+    if java is None:
+        return None
+    release = java.parent.parent / "release"
+    jars = sorted((p.name, p.stat().st_size) for p in (_spark_home() / "jars").glob("*.jar"))
+    key = hashlib.sha256(
+        repr((str(java), release.read_bytes() if release.exists() else b"", jars)).encode()
+    ).hexdigest()[:16]
+    return Path(directory or cache_dir()) / f"spark-classes-{key}.jsa"
+
+
+def archive_options(archive: str | Path | None = "auto") -> str:
+    """The JVM flags that map ``archive`` ("auto": this machine's, where made; None: none). A
+    path named explicitly must be an archive file."""
+    if archive is None:
+        return ""
+    if archive == "auto":
+        path = class_archive()
+        return f"-XX:SharedArchiveFile={path}" if path is not None and path.is_file() else ""
+    if not Path(archive).is_file():
+        raise ValueError(f"class archive {archive}: no such file (python -m pycanal.spark.jvm makes one)")
+    return f"-XX:SharedArchiveFile={archive}"
+
+
+# ---------------------------------------------------------------------- the session
+def spark_session(
+    local_dir: str | Path,
+    app: str = "pycanal",
+    master: str | None = "local[*]",
+    java_options: str = DRIVER_JAVA_OPTIONS,
+    class_archive: str | Path | None = "auto",
+) -> Any:
+    """A SparkSession with the settings measured on this kind of machine
+    (/work/shared/research/spark.md) and pycanal's sources registered. ``master``: Spark's master
+    URL (``local[*]``, ``spark://host:7077``, ...); None leaves it to ``spark-submit``.
+    ``java_options``: the driver JVM's flags (where this call starts the JVM; under
+    ``spark-submit``, its ``--driver-java-options``), with ``class_archive`` mapped
+    (``archive_options``: "auto" is this machine's archive where it was made; None: none)."""
+    if class_archive is not None and "SharedArchiveFile" not in java_options:
+        java_options = f"{java_options} {archive_options(class_archive)}".strip()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = spark_python()  # this venv (pyarrow, pycanal), pyspark not from its zip
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from . import register
+
+    Path(local_dir).mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
+    spark = (
+        builder.appName(app)
+        .config("spark.driver.memory", "2g")
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.local.dir", str(local_dir))
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
