@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pycanal.binlog import read_events
-from pycanal.binlog.canonical import Recorder, to_json_line
 from pycanal.binlog.errors import BinlogError
+from pycanal.parse.canonical import Recorder, to_json_line
 
 DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
 FILES = sorted(

@@ -30,9 +30,9 @@ import pytest
 
 from pycanal.binlog import BinlogError, read_events
 from pycanal.binlog import events as ev
-from pycanal.binlog.canonical import Recorder
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.gtid import MariadbGtidEvent, MariadbXid
+from pycanal.parse.canonical import Recorder
 from pycanal.testing import PrivateMariaDB, find_server_binary, mariadb_binlog_path
 from test_events import MARIADB1011
 

@@ -25,9 +25,10 @@ import pytest
 
 from pycanal.binlog import BinlogError, EventDecoder, TableIdNotFoundError, read_events
 from pycanal.binlog import events as ev
-from pycanal.binlog.canonical import Recorder, is_ddl
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.reader import iter_events
+from pycanal.parse.canonical import Recorder
+from pycanal.parse.ddl import is_ddl
 
 HEADER = struct.Struct("<IBIIIH")
 TS = 1_700_000_000

@@ -22,8 +22,8 @@ import pytest
 import fixture_expectations as X
 from pycanal.binlog import MISSING, BinlogError, JsonText, read_events
 from pycanal.binlog import events as ev
-from pycanal.binlog.canonical import Recorder, to_json_line
 from pycanal.binlog.rows import JsonPatch
+from pycanal.parse.canonical import Recorder, to_json_line
 
 # Parametrization needs the file names at collection time, so the directory is computed here the
 # same way conftest's `fixtures_dir` does; the tests themselves take the path from that fixture,

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pycanal.binlog import BinlogError
-from pycanal.binlog.canonical import Recorder, to_json_line
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.events import RowsEvent, TransactionPayloadEvent
 from pycanal.binlog.reader import iter_events
+from pycanal.parse.canonical import Recorder, to_json_line
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
 # Small files covering rows v1/v2, every metadata flavour, JSON, payloads, MariaDB and GTIDs.

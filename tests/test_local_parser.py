@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pycanal.binlog.canonical import Recorder
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.reader import read_events
+from pycanal.parse.canonical import Recorder
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.local import LocalBinlogParser, binlog_files
 from pycanal.parse.meta import SchemaHistory

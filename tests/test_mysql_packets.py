@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from pymysql import _auth as pymysql_auth
 
 from pycanal.binlog.gtid import MysqlGtidSet
+from pycanal.mysql import auth as A
 from pycanal.mysql import packets as P
 from pycanal.mysql.errors import (
     AuthError,
@@ -117,23 +118,23 @@ def test_caching_sha2_scramble_against_the_documented_formula():
     stage1 = sha256(password)
     mix = sha256(sha256(stage1) + NONCE)
     expected = bytes(a ^ b for a, b in zip(stage1, mix, strict=True))
-    assert P.scramble_caching_sha2(password, NONCE) == expected
+    assert A.scramble_caching_sha2(password, NONCE) == expected
     assert len(expected) == 32
-    assert P.scramble_caching_sha2(b"", NONCE) == b""
+    assert A.scramble_caching_sha2(b"", NONCE) == b""
     # PyMySQL's implementation agrees as well.
     assert pymysql_auth.scramble_caching_sha2(password, NONCE) == expected
 
 
 def test_native_password_scramble():
     for password in (b"repl", b"secret", "pässwörd".encode()):
-        assert P.scramble_native_password(password, NONCE) == pymysql_auth.scramble_native_password(
+        assert A.scramble_native_password(password, NONCE) == pymysql_auth.scramble_native_password(
             password, NONCE
         )
-    assert P.scramble_native_password(b"", NONCE) == b""
+    assert A.scramble_native_password(b"", NONCE) == b""
     # Written out: SHA1(pw) XOR SHA1(nonce + SHA1(SHA1(pw))).
     s1 = hashlib.sha1(b"repl").digest()
     s3 = hashlib.sha1(NONCE + hashlib.sha1(s1).digest()).digest()
-    assert P.scramble_native_password(b"repl", NONCE) == bytes(a ^ b for a, b in zip(s1, s3, strict=True))
+    assert A.scramble_native_password(b"repl", NONCE) == bytes(a ^ b for a, b in zip(s1, s3, strict=True))
 
 
 # ------------------------------------------------------------------------------------------ login
@@ -164,14 +165,14 @@ def _login_response_fields(payload: bytes) -> dict:
 
 
 def test_login_caching_sha2_fast_path():
-    auth = P.Authenticator("repl", "pw")
+    auth = A.Authenticator("repl", "pw")
     out = auth.receive(MYSQL8_HANDSHAKE, 0)
     [(seq, payload)] = unframe(out)
     assert seq == 1
     fields = _login_response_fields(payload)
     assert fields["user"] == b"repl"
     assert fields["plugin"] == b"caching_sha2_password"
-    assert fields["auth"] == P.scramble_caching_sha2(b"pw", NONCE)
+    assert fields["auth"] == A.scramble_caching_sha2(b"pw", NONCE)
     assert fields["charset"] == P.UTF8MB4_GENERAL_CI
     assert not fields["caps"] & P.CLIENT_SSL
     assert fields["caps"] & P.CLIENT_PROTOCOL_41 and fields["caps"] & P.CLIENT_SECURE_CONNECTION
@@ -187,7 +188,7 @@ def test_login_caching_sha2_full_auth_with_rsa_key_from_the_server():
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     password = b"long enough password to wrap the 20-byte nonce"
-    auth = P.Authenticator("repl", password)
+    auth = A.Authenticator("repl", password)
     auth.receive(MYSQL8_HANDSHAKE, 0)
     # perform_full_authentication: without TLS and without a key, the client asks for the key (0x02).
     assert unframe(auth.receive(b"\x01\x04", 2)) == [(3, b"\x02")]
@@ -208,15 +209,15 @@ def test_login_caching_sha2_full_auth_with_a_known_key_skips_the_request():
     pem = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    auth = P.Authenticator("repl", "pw", server_public_key=pem)
+    auth = A.Authenticator("repl", "pw", server_public_key=pem)
     auth.receive(MYSQL8_HANDSHAKE, 0)
     [(seq, encrypted)] = unframe(auth.receive(b"\x01\x04", 2))
     oaep = padding.OAEP(mgf=padding.MGF1(algorithm=hashes.SHA1()), algorithm=hashes.SHA1(), label=None)
-    assert (seq, P.xor_password(b"pw", NONCE)) == (3, key.decrypt(encrypted, oaep))
+    assert (seq, A.xor_password(b"pw", NONCE)) == (3, key.decrypt(encrypted, oaep))
 
 
 def test_login_over_tls_ssl_request_then_cleartext_full_auth():
-    auth = P.Authenticator("repl", "pw", tls=True)
+    auth = A.Authenticator("repl", "pw", tls=True)
     [(seq, ssl_req)] = unframe(auth.receive(MYSQL8_HANDSHAKE, 0))
     assert auth.tls_pending and seq == 1
     assert len(ssl_req) == 32
@@ -234,11 +235,11 @@ def test_login_over_tls_ssl_request_then_cleartext_full_auth():
 def test_tls_requested_but_not_offered():
     raw = P.build_handshake("8.0.36", 1, NONCE, 0xDFFFFFFF & ~P.CLIENT_SSL)
     with pytest.raises(AuthError, match="TLS"):
-        P.Authenticator("repl", "pw", tls=True).receive(raw, 0)
+        A.Authenticator("repl", "pw", tls=True).receive(raw, 0)
 
 
 def test_auth_switch_to_native_password():
-    auth = P.Authenticator("repl", "secret")
+    auth = A.Authenticator("repl", "secret")
     auth.receive(MYSQL8_HANDSHAKE, 0)
     new_nonce = bytes(range(40, 60))
     switch = b"\xfe" + b"mysql_native_password\0" + new_nonce + b"\0"
@@ -253,11 +254,11 @@ def test_auth_switch_to_native_password():
 
 def test_auth_switch_to_caching_sha2_then_fast_path():
     raw = P.build_handshake("8.0.36", 1, NONCE, 0xDFFFFFFF, "mysql_native_password")
-    auth = P.Authenticator("u", "pw")
+    auth = A.Authenticator("u", "pw")
     auth.receive(raw, 0)
     new_nonce = bytes(range(1, 21))
     [(seq, response)] = unframe(auth.receive(b"\xfecaching_sha2_password\0" + new_nonce + b"\0", 2))
-    assert (seq, response) == (3, P.scramble_caching_sha2(b"pw", new_nonce))
+    assert (seq, response) == (3, A.scramble_caching_sha2(b"pw", new_nonce))
     auth.receive(b"\x01\x03", 4)
     auth.receive(b"\x00\x00\x00\x02\x00\x00\x00", 5)
     assert auth.done
@@ -265,25 +266,25 @@ def test_auth_switch_to_caching_sha2_then_fast_path():
 
 def test_auth_switch_to_unsupported_plugins():
     for switch in (b"\xfe", b"\xfeclient_ed25519\0" + bytes(32)):
-        auth = P.Authenticator("repl", "secret")
+        auth = A.Authenticator("repl", "secret")
         auth.receive(MYSQL8_HANDSHAKE, 0)
         with pytest.raises(AuthError):
             auth.receive(switch, 2)
 
 
 def test_clear_password_needs_tls():
-    auth = P.Authenticator("repl", "secret")
+    auth = A.Authenticator("repl", "secret")
     auth.receive(MYSQL8_HANDSHAKE, 0)
     with pytest.raises(AuthError, match="clear"):
         auth.receive(b"\xfemysql_clear_password\0", 2)
-    auth = P.Authenticator("repl", "secret", tls=True)
+    auth = A.Authenticator("repl", "secret", tls=True)
     auth.receive(MYSQL8_HANDSHAKE, 0)
     auth.tls_established()
     assert unframe(auth.receive(b"\xfemysql_clear_password\0", 3)) == [(4, b"secret\0")]
 
 
 def test_login_refused():
-    auth = P.Authenticator("repl", "bad")
+    auth = A.Authenticator("repl", "bad")
     auth.receive(MYSQL8_HANDSHAKE, 0)
     err = b"\xff\x15\x04#28000Access denied for user 'repl'@'10.0.0.1' (using password: YES)"
     with pytest.raises(AuthError) as info:
@@ -293,7 +294,7 @@ def test_login_refused():
 
 
 def test_login_sequence_id_checked():
-    auth = P.Authenticator("repl", "pw")
+    auth = A.Authenticator("repl", "pw")
     auth.receive(MYSQL8_HANDSHAKE, 0)
     with pytest.raises(ProtocolError):
         auth.receive(b"\x01\x03", 5)

@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 
 from pycanal.binlog import BinlogError, read_events
-from pycanal.binlog.canonical import Recorder, to_json_line
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.events import RowsEvent
 from pycanal.binlog.parallel import (
@@ -40,6 +39,7 @@ from pycanal.binlog.parallel import (
     split_points,
 )
 from pycanal.binlog.reader import iter_frames
+from pycanal.parse.canonical import Recorder, to_json_line
 
 NAMED_FIXTURES = [
     "mysql-binlog-connector-java/mysql-bin.sakila",

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from pycanal.binlog.canonical import json_value
 from pycanal.binlog.rows import JsonText
+from pycanal.parse.canonical import json_value
 from pycanal.spark import merge_source
 from pycanal.spark.apply import ChangeApplier
 from pycanal.spark.merge_source import MergeSource

@@ -13,11 +13,11 @@ from typing import Annotated, Any, TextIO
 import typer
 
 from pycanal.binlog import events as ev
-from pycanal.binlog.canonical import Recorder, to_json_line
 from pycanal.binlog.constants import EventType
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.errors import BinlogError
 from pycanal.binlog.reader import read_events
+from pycanal.parse.canonical import Recorder, to_json_line
 
 from . import checks
 from .checks import CliError

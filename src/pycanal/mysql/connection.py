@@ -31,6 +31,7 @@ from ..binlog.constants import EventType as E
 from ..binlog.decoder import EventDecoder
 from ..binlog.events import Event
 from ..binlog.gtid import MariadbGtidSet, MysqlGtidSet
+from . import auth as A
 from . import packets as P
 from .errors import (
     ConnectionLostError,
@@ -95,7 +96,7 @@ class ReplicaConnection:
         connect_timeout: for the TCP connect, the login and the queries before the dump.
         decoder: the :class:`EventDecoder` to use (default: a new one, checksum learnt from the stream).
         recv_buffer: the receive buffer size in bytes (grows for larger packets).
-        auth_plugin, server_public_key, allow_cleartext: see :class:`~pycanal.mysql.packets.Authenticator`.
+        auth_plugin, server_public_key, allow_cleartext: see :class:`~pycanal.mysql.auth.Authenticator`.
         report_host, report_port: what ``COM_REGISTER_SLAVE`` reports (``SHOW SLAVE HOSTS``).
         kill_on_close: :meth:`close` kills the server's dump thread over a separate connection.
         annotate_rows: ask MariaDB for its ANNOTATE_ROWS events (the SQL behind rows events, as
@@ -147,7 +148,7 @@ class ReplicaConnection:
         self.annotate_rows = annotate_rows
 
         self.handshake: P.Handshake | None = None
-        self.authenticator: P.Authenticator | None = None
+        self.authenticator: A.Authenticator | None = None
         self._sock: socket.socket | None = None
         self._reader = P.PacketReader(recv_buffer)
         self._file = ""
@@ -218,7 +219,7 @@ class ReplicaConnection:
         return self
 
     def _login(self) -> None:
-        auth = P.Authenticator(
+        auth = A.Authenticator(
             self.user,
             self.password,
             tls=self.ssl_context is not None,

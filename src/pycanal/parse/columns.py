@@ -25,11 +25,11 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
-from pycanal.binlog.canonical import json_value
 from pycanal.binlog.constants import ColumnType as T
 from pycanal.binlog.rows import JsonPatch
 from pycanal.binlog.tablemap import TableMap
 from pycanal.binlog.typenames import BLOB_FAMILY, VARCHAR_FAMILY, is_binary, mysql_column_type
+from pycanal.parse.canonical import json_value
 
 __all__ = [
     "ColumnRule",

@@ -39,13 +39,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pycanal.binlog import events as ev
-from pycanal.binlog.canonical import is_ddl
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.rows import MISSING
 from pycanal.binlog.tablemap import TableMap
 from pycanal.binlog.values import float32
 from pycanal.mysql.connection import ReplicaConnection
 from pycanal.mysql.errors import MysqlError
+from pycanal.parse.ddl import is_ddl
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.history import SchemaHistory
 from pycanal.protocol.position import binlog_file_order

@@ -41,12 +41,12 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from pycanal.binlog import EventDecoder, read_events
-from pycanal.binlog.canonical import is_ddl
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.events import Event, QueryEvent
 from pycanal.binlog.parallel import Part, PartEvents, plan_parts
 from pycanal.binlog.reader import check_magic, iter_frames
 from pycanal.heap import settle
+from pycanal.parse.ddl import is_ddl
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta import Position, SchemaHistory
 

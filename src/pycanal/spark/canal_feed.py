@@ -25,9 +25,9 @@ from typing import Any, NamedTuple
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
-from pycanal.binlog.canonical import is_ddl
 from pycanal.client import CanalClientError, ClusterConnector, Message, SimpleConnector
 from pycanal.heap import hold_long_lived
+from pycanal.parse.ddl import is_ddl
 from pycanal.parse.filter import TableFilter
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.protocol.position import binlog_file_order

@@ -24,7 +24,7 @@ from json.encoder import encode_basestring as _jstr  # = json.dumps(str, ensure_
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
-from pycanal.binlog.canonical import is_ddl
+from pycanal.parse.ddl import is_ddl
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.types import parse_labels
 from pycanal.protocol import EntryProtocol_pb2 as pb

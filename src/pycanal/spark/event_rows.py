@@ -13,9 +13,9 @@ from json.encoder import encode_basestring as _jstr  # = json.dumps(str, ensure_
 from typing import NamedTuple
 
 from pycanal.binlog import events as ev
-from pycanal.binlog.canonical import is_ddl
 from pycanal.binlog.rows import MISSING
 from pycanal.binlog.tablemap import TableMap
+from pycanal.parse.ddl import is_ddl
 from pycanal.parse.filter import TableFilter
 
 from .rows import Builder, RowsError, RowSource, Run, image_text, json_text

@@ -10,7 +10,7 @@ Columns (``ROW_SCHEMA``, in this order):
 * ``pk``: the primary key values as a JSON object (``{"id":5}``) taken from the after image
   (before image for DELETE), null when the table has no primary key;
 * ``before``, ``after``: the row images as JSON objects keyed by column name, values in the
-  canonical form of :mod:`pycanal.binlog.canonical` (DECIMAL as an exact string, binary as
+  canonical form of :mod:`pycanal.parse.canonical` (DECIMAL as an exact string, binary as
   ``{"base64": ...}``, temporal values as the server's text, TIMESTAMP in UTC, SET as a list);
   a column a partial row image does not carry is left out;
 * ``position``: ``file``, ``offset`` (of the event), ``row`` (index among the rows at that
@@ -42,8 +42,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import pyarrow as pa
 
-from pycanal.binlog.canonical import json_value
 from pycanal.binlog.rows import MISSING
+from pycanal.parse.canonical import json_value
 from pycanal.parse.ddl import parse_ddl
 from pycanal.parse.filter import TableFilter
 

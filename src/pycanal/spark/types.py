@@ -1,6 +1,6 @@
 """MySQL/MariaDB column types -> Arrow (and so Delta and Spark) types, and canonical values -> Arrow.
 
-The values come from the change rows' JSON images (``pycanal.binlog.canonical`` forms), read by
+The values come from the change rows' JSON images (``pycanal.parse.canonical`` forms), read by
 pyarrow's JSON reader (``read_images``) or parsed with ``json.loads`` where that reader could read
 them otherwise. The mapping (docs/spark.md has the table) keeps every value exact:
 

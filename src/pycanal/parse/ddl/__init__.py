@@ -11,7 +11,7 @@
 * :mod:`.classify`: Canal's classification, with sqlglot and the hand parser.
 """
 
-from .classify import DdlResult, DdlType, parse_ddl, preload
+from .classify import DdlResult, DdlType, is_ddl, parse_ddl, preload
 from .lexer import (
     MODE_ANSI_QUOTES,
     MODE_NO_BACKSLASH_ESCAPES,
@@ -66,6 +66,7 @@ __all__ = [
     "Token",
     "TruncateTable",
     "normalize_sql",
+    "is_ddl",
     "parse_ddl",
     "parse_statement",
     "preload",

@@ -36,7 +36,7 @@ from .statements import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DdlResult", "DdlType", "parse_ddl", "preload"]
+__all__ = ["DdlResult", "DdlType", "is_ddl", "parse_ddl", "preload"]
 
 
 class DdlType(enum.StrEnum):
@@ -119,6 +119,35 @@ def _classify(tokens: list[Token]) -> tuple[str, str]:
         if obj in ("DATABASE", "SCHEMA"):
             return "database", verb
     return "other", verb
+
+
+_SCHEMA_VERBS = frozenset({"CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE"})
+_ACCOUNTS = frozenset({"USER", "ROLE"})
+_LEAD_CHARS = 256  # enough for the leading words of any statement but one behind a long comment
+
+
+def is_ddl(sql: str, sql_mode: int = 0) -> bool:
+    """Whether a statement changes a schema: CREATE/ALTER/DROP/RENAME/TRUNCATE of anything but an
+    account (USER, ROLE are plain queries). The cheap question a reader of row changes asks of
+    every QUERY event before it follows the schema; its first words are read as the server reads
+    them (comments dropped, executable comments run)."""
+    words = _lead_words(sql[:_LEAD_CHARS], sql_mode)
+    if len(words) < 2 and len(sql) > _LEAD_CHARS:
+        words = _lead_words(sql, sql_mode)
+    if not words or words[0] not in _SCHEMA_VERBS:
+        return False
+    rest = [w for w in words[1:] if w not in _LEAD_FILLERS]
+    return not rest or rest[0] not in _ACCOUNTS
+
+
+def _lead_words(sql: str, sql_mode: int) -> list[str | None]:
+    try:
+        tokens = tokenize(sql, sql_mode)
+    except DdlParseError:  # a head cut inside a string or comment: the whole statement decides
+        if len(sql) <= _LEAD_CHARS:
+            return []
+        tokens = tokenize(sql, sql_mode)
+    return [t.upper for t in tokens[:6]]
 
 
 class _SqlglotQuiet(logging.Filter):

@@ -1,6 +1,7 @@
 """The canonical change records of ``pycanal binlog decode --format jsonl``.
 
-One record per row change, DDL/query and transaction marker, with values in one exact JSON
+One record per row change, DDL/query and transaction marker (a DDL as the one classifier,
+:func:`pycanal.parse.ddl.is_ddl`, says), with values in one exact JSON
 form (DECIMAL as its exact string, binary as base64, JSON as itself, temporal as server text).
 """
 
@@ -14,23 +15,15 @@ from decimal import Decimal
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
-from . import events as ev
-from .jsonb import to_json_text
-from .rows import MISSING, JsonPatch, JsonText
+from pycanal.binlog import events as ev
+from pycanal.binlog.jsonb import to_json_text
+from pycanal.binlog.rows import MISSING, JsonPatch, JsonText
+from pycanal.parse.ddl import is_ddl
 
-# Schema changes; account statements (CREATE/ALTER/DROP/RENAME USER, ROLE) are plain queries.
-_DDL = re.compile(
-    r"^\s*(?:/\*.*?\*/\s*|#[^\n]*\n\s*|--[^\n]*\n\s*)*(?:CREATE|ALTER|DROP|RENAME|TRUNCATE)\b(?!\s+(?:USER|ROLE)\b)",
-    re.IGNORECASE | re.DOTALL,
-)
 _BEGIN = re.compile(r"^\s*(BEGIN|XA\s+START)\b", re.IGNORECASE)
 _COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
 # The outcome of a prepared XA transaction (Canal's XACOMMIT / XAROLLBACK event types).
 _XA_OUTCOME = re.compile(r"^\s*XA\s+(COMMIT|ROLLBACK)\b(?!.*\bONE\s+PHASE\s*$)", re.IGNORECASE | re.DOTALL)
-
-
-def is_ddl(sql: str) -> bool:
-    return _DDL.match(sql) is not None
 
 
 def _base64(v: bytes) -> str:
@@ -107,8 +100,8 @@ def _dump(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False)
 
 
-_TABLE_KEY = ("pycanal.binlog.canonical", "table")
-_IMAGE_KEY = ("pycanal.binlog.canonical", "image")
+_TABLE_KEY = ("pycanal.parse.canonical", "table")
+_IMAGE_KEY = ("pycanal.parse.canonical", "image")
 
 
 class Recorder:
@@ -250,7 +243,7 @@ class Recorder:
                 yield self._base(e, "XA" + m.group(1).upper(), schema=e.schema or None, sql=sql)
                 self.gtid = None
             else:
-                kind = "DDL" if is_ddl(sql) else "QUERY"
+                kind = "DDL" if is_ddl(sql, e.status.get("sql_mode", 0)) else "QUERY"
                 yield self._base(e, kind, schema=e.schema or None, sql=sql)
                 if kind == "DDL":
                     self.gtid = None
