@@ -348,9 +348,8 @@ def test_shipped_conf_loads_without_warnings(caplog: pytest.LogCaptureFixture) -
     assert i["canal.instance.master.address"] == ("127.0.0.1", 3306)
     assert i["canal.instance.filter.regex"] == ".*\\..*"
     assert i["canal.instance.filter.black.regex"] == "mysql\\.slave_.*"
-    assert c["canal.file.data.dir"] == str(
-        (REPO_CONF / ".." / "var" / "canal").resolve()
-    )  # conf/ keeps run state out
+    # conf/ keeps the run state out of itself: canal.file.data.dir = ../var/canal
+    assert c["canal.file.data.dir"] == str((REPO_CONF / ".." / "var" / "canal").resolve())
 
 
 def test_shipped_conf_address_from_environment() -> None:

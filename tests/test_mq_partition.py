@@ -23,13 +23,18 @@ import random
 import pytest
 
 from mq_support import (
+    FLAT_CASES,
     b64,
     canal_oracle,
     col,
+    decode,
     java_string_hashes,
+    oracle_case,
     parse_packet,
+    pycanal_records,
     query_entry,
     rows_entry,
+    sample,
     tx_entry,
 )
 from pycanal.mq import (
@@ -50,7 +55,6 @@ from pycanal.mq import (
 from pycanal.mq._wire import length_field, varint
 from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
-from test_mq_flat import FLAT_CASES, decode, oracle_case, pycanal_records
 
 INT_MIN = -(2**31)
 
@@ -321,9 +325,7 @@ def _explicit_defaults_entry() -> bytes:
 
 
 def _proto_sample() -> list[pb.Entry]:
-    from test_mq_flat import _sample
-
-    return [e for e in _sample() if e.header.tableName != "weird"]
+    return [e for e in sample() if e.header.tableName != "weird"]
 
 
 PROTO_CASES = {
