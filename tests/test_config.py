@@ -150,6 +150,74 @@ def test_placeholder_errors(tmp_path: Path) -> None:
         CanalConfig.load(conf, environ={}).instance("a")
 
 
+# ---------------------------------------------------------------------- MQ mode keys
+def test_mq_defaults(tmp_path: Path) -> None:
+    # Canal 1.1.8: deployer/src/main/resources/canal.properties:29,127-135 and MQProperties'
+    # field defaults; the destination's keys unset ("" through Canal's placeholder configurer)
+    # but canal.mq.partition (example/instance.properties:66, and "0" in the producers).
+    conf = make_conf(tmp_path, "canal.destinations = example\n", example="")
+    c = CanalConfig.load(conf, environ={})
+    assert c["canal.serverMode"] == "tcp"
+    assert c["canal.mq.flatMessage"] is True
+    assert c["canal.mq.canalBatchSize"] == 50
+    assert c["canal.mq.canalGetTimeout"] == 100
+    assert c["canal.mq.database.hash"] is True
+    assert c["canal.mq.send.thread.size"] == 30
+    assert c["canal.mq.build.thread.size"] == 8
+    assert c["canal.mq.accessChannel"] == "local"
+    assert c["canal.mq.servers"] is None
+    i = c.instance("example")
+    assert i["canal.mq.topic"] is None
+    assert i["canal.mq.partition"] == 0
+    assert i["canal.mq.partitionsNum"] is None
+    assert i["canal.mq.partitionHash"] is None
+    assert i["canal.mq.dynamicTopic"] is None
+    assert i["canal.mq.dynamicTopicPartitionNum"] is None
+
+
+def test_mq_values(tmp_path: Path) -> None:
+    conf = make_conf(
+        tmp_path,
+        "canal.destinations = example\ncanal.serverMode = rabbitMQ\ncanal.mq.flatMessage = false\n",
+        example="canal.mq.topic = t\ncanal.mq.partitionsNum = 6\ncanal.mq.partitionHash = db\\\\..*:$pk$  \n",
+    )
+    c = CanalConfig.load(conf, environ={})
+    assert (c["canal.serverMode"], c["canal.mq.flatMessage"]) == ("rabbitMQ", False)
+    i = c.instance("example")
+    assert (i["canal.mq.topic"], i["canal.mq.partitionsNum"]) == ("t", 6)
+    assert i["canal.mq.partitionHash"] == "db\\..*:$pk$"  # properties unescaped, outer blanks trimmed
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("canal.mq.partitionsNum", "0", "> 0"),
+        ("canal.mq.partition", "-1", ">= 0"),
+        ("canal.mq.partition", "x", "integer"),
+    ],
+)
+def test_bad_mq_instance_value(tmp_path: Path, key: str, value: str, reason: str) -> None:
+    conf = make_conf(tmp_path, "canal.destinations=example\n", example=f"{key}={value}\n")
+    with pytest.raises(ConfigError, match=reason) as err:
+        CanalConfig.load(conf, environ={}).instance("example")
+    assert err.value.key == key
+
+
+def test_misspelt_mq_key_warns_broker_keys_pass(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    conf = make_conf(
+        tmp_path,
+        "canal.destinations=example\nkafka.acks=all\nkafka.sasl.mechanism=PLAIN\nrabbitmq.host=h\n"
+        "canal.mq.servers=h:9092\ncanal.mq.flatMesage=true\n",
+        example="canal.mq.partitonHash=a.b:id\ncanal.mq.topic=t\n",
+    )
+    with caplog.at_level(logging.WARNING, logger="pycanal.config"):
+        CanalConfig.load(conf, environ={}).instance("example")
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(messages) == 2
+    assert any("'canal.mq.flatMesage'" in m for m in messages)
+    assert any("'canal.mq.partitonHash'" in m for m in messages)
+
+
 # ---------------------------------------------------------------------- warnings and errors
 def test_unknown_key_warns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     conf = make_conf(
@@ -280,7 +348,8 @@ def test_shipped_conf_loads_without_warnings(caplog: pytest.LogCaptureFixture) -
     assert i["canal.instance.master.address"] == ("127.0.0.1", 3306)
     assert i["canal.instance.filter.regex"] == ".*\\..*"
     assert i["canal.instance.filter.black.regex"] == "mysql\\.slave_.*"
-    assert c["canal.file.data.dir"] == str(REPO_CONF.parent / "var" / "canal")  # run state off the conf dir
+    # conf/ keeps the run state out of itself: canal.file.data.dir = ../var/canal
+    assert c["canal.file.data.dir"] == str((REPO_CONF / ".." / "var" / "canal").resolve())
 
 
 def test_shipped_conf_address_from_environment() -> None:

@@ -2,7 +2,8 @@
 
 ``KEYS`` maps each supported key to a :class:`Key`. ``PASSTHROUGH_PREFIXES`` and
 ``PASSTHROUGH_PATTERNS`` name keys that are known to Canal (MQ, cloud, per-destination overrides)
-and accepted without typing or warning. Any other key draws a warning.
+and accepted without typing or warning (``kafka.*``, ``rabbitmq.*``, ...: the broker clients'
+keys). Any other key draws a warning.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ def _int(raw: str) -> int:
 
 def _opt_int(raw: str) -> int | None:
     return None if not raw.strip() else _int(raw)
+
+
+def _opt_positive(raw: str) -> int | None:
+    return None if not raw.strip() else _positive(_int)(raw)
 
 
 def _bool(raw: str) -> bool:
@@ -295,8 +300,42 @@ _k("canal.instance.rds.accesskey", "", _opt_str, I, "Aliyun RDS OSS binlog key")
 _k("canal.instance.rds.secretkey", "", _opt_str, I, "Aliyun RDS OSS binlog secret")
 _k("canal.instance.rds.instanceId", "", _opt_str, I, "Aliyun RDS instance")
 
+# --------------------------------------------------------------------- MQ mode (canal.serverMode != tcp)
+# The producer's keys are read from canal.properties (connector core's AbstractMQProducer and
+# CanalConstants); a destination's routing from either file (CanalMQConfig in the instance's Spring
+# beans, whose placeholders trim values and turn a missing key into "", i.e. unset).
+_k("canal.mq.flatMessage", "true", _bool, S, "MQ records are FlatMessage JSON (false: protobuf Packets)")
+_k("canal.mq.canalBatchSize", "50", _positive(_int), S, "entries per store batch sent to the MQ")
+_k("canal.mq.canalGetTimeout", "100", _int, S, "store wait per batch (ms); <= 0: wait without a timeout")
+_k("canal.mq.accessChannel", "local", _str, S, "RocketMQ: local or cloud (Aliyun message trace)")
+_k("canal.mq.database.hash", "true", _bool, S, "partitionHash includes the database name's hash")
+_k("canal.mq.send.thread.size", "30", _positive(_int), S, "MQ send threads")
+_k("canal.mq.build.thread.size", "8", _positive(_int), S, "MQ message build threads")
+_k("canal.mq.topic", "", _opt_str, I, "the destination's topic (also dynamicTopic's fallback)")
+_k("canal.mq.partition", "0", _non_negative, I, "the fixed partition without partitionHash")
+_k("canal.mq.partitionsNum", "", _opt_positive, I, "partition count for partitionHash (unset: 1)")
+_k("canal.mq.partitionHash", "", _opt_str, I, "row hash rules: db.table:c1^c2, db.table:$pk$ or db.table")
+_k("canal.mq.dynamicTopic", "", _opt_str, I, "topic routing: [topic:]db or db\\.table regexes, comma list")
+_k("canal.mq.dynamicTopicPartitionNum", "", _opt_str, I, "partition count per topic: topic:n, comma list")
+_k("canal.mq.enableDynamicQueuePartition", "false", _bool, I, "RocketMQ: queue count from the broker")
+# <= 1.1.4 names, still honoured by 1.1.8's producers (each copied over its kafka.*/rocketmq.* key).
+_k("canal.mq.servers", None, _opt_str, S, "old name of kafka.bootstrap.servers (and rabbitmq.host)")
+_k("canal.mq.acks", None, _opt_str, S, "old name of kafka.acks")
+_k("canal.mq.compressionType", None, _opt_str, S, "old name of kafka.compression.type")
+_k("canal.mq.retries", None, _opt_str, S, "old name of kafka.retries")
+_k("canal.mq.batchSize", None, _opt_str, S, "old name of kafka.batch.size")
+_k("canal.mq.lingerMs", None, _opt_str, S, "old name of kafka.linger.ms")
+_k("canal.mq.maxRequestSize", None, _opt_str, S, "old name of kafka.max.request.size")
+_k("canal.mq.bufferMemory", None, _opt_str, S, "old name of kafka.buffer.memory")
+_k("canal.mq.kafka.kerberos.enable", None, _opt_str, S, "old name of kafka.kerberos.enable")
+_k("canal.mq.kafka.kerberos.krb5.file", None, _opt_str, S, "old name of kafka.kerberos.krb5.file")
+_k("canal.mq.kafka.kerberos.jaas.file", None, _opt_str, S, "old name of kafka.kerberos.jaas.file")
+_k("canal.mq.producerGroup", None, _opt_str, S, "old name of rocketmq.producer.group")
+_k("canal.mq.namespace", None, _opt_str, S, "old name of rocketmq.namespace")
+
+# Every canal.mq.* key Canal 1.1.8 reads is declared above, so a misspelt one warns; the broker
+# clients' own keys pass through (CanalKafkaProducer hands every kafka.* key to the client).
 PASSTHROUGH_PREFIXES = (
-    "canal.mq.",
     "canal.aliyun.",
     "kafka.",
     "rocketmq.",

@@ -1,0 +1,126 @@
+"""One batch into Kafka records, as ``CanalKafkaProducer.send`` lays them out: topics, partitions
+and value bytes, in send order. No I/O: the producer edge sends what this returns, then acks.
+
+* With ``canal.mq.dynamicTopic``: entries are routed by ``db.table``, then ``db``
+  (``MQMessageUtils.messageTopics``); entries without a schema or table, or matching nothing, go
+  to ``canal.mq.topic``; transaction begin/end are dropped; every topic name has ``.`` turned
+  into ``_``. Without it everything goes to ``canal.mq.topic`` as named.
+* A topic's partition count is its ``canal.mq.dynamicTopicPartitionNum`` rule, else
+  ``canal.mq.partitionsNum``. With ``canal.mq.partitionHash`` a message is split by row hash
+  (:mod:`pycanal.mq.partition`); without, it goes to ``canal.mq.partition`` (default 0).
+* Flat: one message per entry, each sent to its partitions in partition order. Protobuf: one
+  ``Packet`` per partition (or one for the batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pycanal.protocol import EntryProtocol_pb2 as pb
+
+from .flat import flat_messages, parse_entry
+from .packet import packet_bytes
+from .partition import entry_partitions, flat_partitions
+from .rules import match_topic, topic_partitions
+from .settings import MQDestination, MQOptions
+
+__all__ = ["Record", "build_records", "route_topics"]
+
+_TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A Kafka record as Canal sends it (key always null). ``value`` is None where Canal's
+    serializer returns null."""
+
+    topic: str
+    partition: int
+    value: bytes | None
+
+
+def route_topics(
+    entries: Sequence[bytes | pb.Entry], default_topic: str, dynamic_topic: str
+) -> dict[str, list[bytes | pb.Entry]]:
+    """``messageTopics``: the entries of each topic (named before the ``.`` to ``_`` rename), in
+    first-seen order; each entry is passed on as given (raw bytes stay bytes)."""
+    out: dict[str, list[bytes | pb.Entry]] = {}
+    for item in entries:
+        entry = parse_entry(item)
+        if entry.entryType in _TRANSACTION:
+            continue
+        schema, table = entry.header.schemaName, entry.header.tableName
+        topic = None
+        if schema and table:
+            topic = match_topic(f"{schema}.{table}", dynamic_topic)
+            if topic is None:
+                topic = match_topic(schema, dynamic_topic)
+        out.setdefault(default_topic if topic is None else topic, []).append(item)
+    return out
+
+
+def build_records(
+    batch_id: int,
+    entries: Sequence[bytes | pb.Entry],
+    raw: bool,
+    destination: MQDestination,
+    options: MQOptions,
+    ts: int,
+) -> list[Record]:
+    """The records of one store batch; ``raw`` says whether ``entries`` are the store's bytes,
+    ``ts`` is the flat messages' build time (ms)."""
+    if not destination.dynamic_topic:
+        if not destination.topic:
+            raise ValueError("canal.mq.topic is not set")
+        return _topic_records(destination.topic, batch_id, entries, raw, destination, options, ts)
+    records: list[Record] = []
+    default = destination.topic or ""
+    for topic, routed in route_topics(entries, default, destination.dynamic_topic).items():
+        if not topic:
+            raise ValueError(
+                "canal.mq.topic is not set and an entry matches no canal.mq.dynamicTopic"
+                if topic == default
+                else f"canal.mq.dynamicTopic={destination.dynamic_topic!r} names an empty topic"
+            )
+        name = topic.replace(".", "_")
+        records += _topic_records(name, batch_id, routed, False, destination, options, ts)
+    return records
+
+
+def _topic_records(
+    topic: str,
+    batch_id: int,
+    entries: Sequence[bytes | pb.Entry],
+    raw: bool,
+    dest: MQDestination,
+    options: MQOptions,
+    ts: int,
+) -> list[Record]:
+    partitions = topic_partitions(topic, dest.dynamic_topic_partition_num)
+    if partitions is None:
+        partitions = dest.partitions_num
+    fixed = dest.partition if dest.partition is not None else 0
+    out: list[Record] = []
+    if not options.flat_message:
+        if dest.partition_hash:
+            split = entry_partitions(entries, partitions, dest.partition_hash, options.database_hash)
+            for i, part in enumerate(split):
+                if part:
+                    value = packet_bytes(batch_id, part, False, options.filter_transaction_entry)
+                    out.append(Record(topic, i, value))
+        else:
+            out.append(
+                Record(topic, fixed, packet_bytes(batch_id, entries, raw, options.filter_transaction_entry))
+            )
+        return out
+    for msg in flat_messages(entries, batch_id, ts):
+        if dest.partition_hash:
+            for i, part_msg in enumerate(
+                flat_partitions(msg, partitions, dest.partition_hash, options.database_hash)
+            ):
+                if part_msg is not None:
+                    out.append(Record(topic, i, part_msg.to_json()))
+        else:
+            out.append(Record(topic, fixed, msg.to_json()))
+    return out
