@@ -1,7 +1,7 @@
 """The protobuf oracle of ``pycanal.parse.rawentry.RawEntryConverter``: the same entries built as
 protobuf messages, one ``Column`` message per value, serialized by protobuf itself.
 
-Production writes entry bytes by hand (``pycanal.parse.wire``) with generated per-table code
+Production writes entry bytes by hand (``pycanal.protocol.wire``) with generated per-table code
 (``pycanal.parse.rowcode``); the tests check those bytes against ``SerializeToString()`` of the
 messages built here, byte for byte. Both sides share the vocabulary (column rules, statement
 classification, GTID state); the encoding, the event dispatch and the row images are this

@@ -52,9 +52,10 @@ from pycanal.mq import (
     string_hash,
     topic_partitions,
 )
-from pycanal.mq._wire import length_field, varint
 from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.wire import encode_varint as varint
+from pycanal.protocol.wire import field_bytes
 
 INT_MIN = -(2**31)
 
@@ -303,25 +304,26 @@ def _explicit_defaults_entry() -> bytes:
             (
                 b"\x08" + varint(index),
                 b"\x10" + varint(12),
-                length_field(3, name.encode()),
+                field_bytes(0x1A, name.encode()),
                 b"\x20" + (b"\x01" if key else b"\x00"),
                 b"\x28\x00",
                 b"\x30\x00",
-                length_field(8, value.encode()),
-                length_field(10, b"varchar(8)"),
+                field_bytes(0x42, value.encode()),
+                field_bytes(0x52, b"varchar(8)"),
             )
         )
 
     rows = b"".join(
-        length_field(
-            12,
-            length_field(2, column(0, "id", str(i), True)) + length_field(2, column(1, "v", "x" * i, False)),
+        field_bytes(
+            0x62,
+            field_bytes(0x12, column(0, "id", str(i), True))
+            + field_bytes(0x12, column(1, "v", "x" * i, False)),
         )
         for i in range(5)
     )
-    change = b"\x08\x00" + b"\x10" + varint(pb.INSERT) + b"\x50\x00" + length_field(11, b"") + rows
+    change = b"\x08\x00" + b"\x10" + varint(pb.INSERT) + b"\x50\x00" + field_bytes(0x5A, b"") + rows
     header = pb.Header(version=1, executeTime=5, schemaName="shop", tableName="orders", eventType=pb.INSERT)
-    return length_field(1, header.SerializeToString()) + b"\x10\x02" + length_field(3, change)
+    return field_bytes(0x0A, header.SerializeToString()) + b"\x10\x02" + field_bytes(0x1A, change)
 
 
 def _proto_sample() -> list[pb.Entry]:
@@ -361,7 +363,7 @@ def test_protobuf_records_equal_canal(proto_oracle: dict[str, str], case: str, r
 @pytest.mark.parametrize("case", ["pk-hash", "columns", "dynamic"])
 def test_split_entries_keep_explicit_default_fields(proto_oracle: dict[str, str], case: str) -> None:
     # Entry.FromString() drops nothing, but a proto3 re-serialization would drop "isKey: false";
-    # pycanal cuts the stored bytes instead (pycanal.mq._wire), as Canal's proto2 output keeps them.
+    # pycanal cuts the stored bytes instead (pycanal.protocol.wire), as Canal's proto2 output keeps them.
     entry = pb.Entry.FromString(_explicit_defaults_entry())
     store = entry.storeValue
     assert pb.RowChange.FromString(store).SerializeToString() != store  # what a proto3 round trip loses

@@ -28,8 +28,8 @@ from pycanal.binlog.rows import MISSING
 from pycanal.parse import rowcode as R
 from pycanal.parse.columns import ColumnRule, ColumnRules, EntryColumn, Kind, Text
 from pycanal.parse.rawentry import RawEntryConverter
-from pycanal.parse.wire import encode_varint
 from pycanal.protocol import CanalEntry as C
+from pycanal.protocol.wire import encode_varint
 from pycanal.store.event import Event
 from pycanal.testing import PrivateMariaDB
 

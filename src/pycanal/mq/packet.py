@@ -20,13 +20,11 @@ from collections.abc import Sequence
 
 from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
-
-from ._wire import length_field, varint, varint_field
+from pycanal.protocol.wire import field_bytes, messages_packet_parts, varint_field
 
 __all__ = ["entries_packet_bytes", "entry_bytes", "packet_bytes", "raw_packet_bytes"]
 
 _TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
-_TYPE_MESSAGES = b"\x18" + varint(cp.MESSAGES)  # Packet.type, field 3
 
 
 def entry_bytes(entry: bytes | pb.Entry) -> bytes:
@@ -36,15 +34,14 @@ def entry_bytes(entry: bytes | pb.Entry) -> bytes:
 
 def raw_packet_bytes(batch_id: int, entries: Sequence[bytes]) -> bytes:
     """The raw shape, for entries as stored."""
-    body = b"\x08" + varint(batch_id) + b"".join(length_field(2, e) for e in entries)
-    return _TYPE_MESSAGES + length_field(5, body)
+    return b"".join(messages_packet_parts(batch_id, entries))
 
 
 def entries_packet_bytes(entries: Sequence[bytes], filter_transaction_entry: bool) -> bytes:
     """The parsed shape: version 1, no batch id. Canal's proto2 ``Entry`` reads a missing
     ``entryType`` as ROWDATA, so only entries that say TRANSACTIONBEGIN/END are filtered."""
     body = b"".join(
-        length_field(2, e)
+        field_bytes(0x12, e)
         for e in entries
         if not (filter_transaction_entry and varint_field(e, 2, pb.ROWDATA) in _TRANSACTION)
     )

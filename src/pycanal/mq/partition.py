@@ -17,9 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.wire import field_bytes, split_around
 
 from ._java import equals_ignore_case, hash_partition, string_hash
-from ._wire import length_field, split_around
 from .flat import FlatMessage
 from .packet import entry_bytes
 from .rules import hash_mode
@@ -95,7 +95,7 @@ def entry_partitions(
     """Each partition's entry bytes (empty: no record). Transaction begin/end are dropped. With
     column or ``$pk$`` hashing every row becomes an entry of its own: the entry with a
     ``RowChange`` of that one row, the rest of the ``RowChange`` kept (cut from the original bytes,
-    see :mod:`._wire`)."""
+    see :mod:`pycanal.protocol.wire`)."""
     n = _count(partitions)
     out: list[list[bytes]] = [[] for _ in range(n)]
     for item in entries:
@@ -122,6 +122,6 @@ def entry_partitions(
         for row, row_data in zip(change.rowDatas, rows, strict=True):
             columns = row.beforeColumns if delete else row.afterColumns
             part = hash_partition(_row_hash(columns, mode.auto_pk, mode.columns, base), n)
-            one = change_head + length_field(12, row_data) + change_tail
-            out[part].append(entry_head + length_field(3, one) + entry_tail)
+            one = change_head + field_bytes(0x62, row_data) + change_tail
+            out[part].append(entry_head + field_bytes(0x1A, one) + entry_tail)
     return out

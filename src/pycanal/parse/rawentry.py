@@ -12,7 +12,7 @@ all a stream needs. ``RawEntryConverter`` writes them directly, for every event 
 ``records(event)`` gives the same bytes as store records, with what the transaction buffer, the
 sink and the store read (position, entry and event type, rows): known here, never parsed back.
 
-The bytes are protobuf's serialization of the entries (:mod:`pycanal.parse.wire`; the tests check
+The bytes are protobuf's serialization of the entries (:mod:`pycanal.protocol.wire`; the tests check
 them byte for byte against a protobuf oracle). What each event becomes is ``docs/compatibility.md``
 ("Canal entries"): rows events through the per-table generated code of
 :mod:`pycanal.parse.rowcode` (column rules: :mod:`pycanal.parse.columns`), statements as
@@ -33,8 +33,8 @@ from pycanal.parse.columns import ColumnRules
 from pycanal.parse.gtidstate import GtidState
 from pycanal.parse.queries import entry_text, query_entry, rows_query_table, variable_statement, xa_props
 from pycanal.parse.rowcode import EVENT_TYPES, TableCode
-from pycanal.parse.wire import encode_varint, field_bytes, field_int, field_string, pair
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.wire import encode_varint, field_bytes, field_int, field_string, pair
 from pycanal.store.event import Event
 
 __all__ = ["RawEntryConverter"]

@@ -1,7 +1,7 @@
 """Per-table generated code: rows events -> the bytes of their ``RowChange`` (Canal's row images).
 
 Building one protobuf ``Column`` message per value costs more than decoding the row, so the rows
-of a table are written as protobuf wire bytes (:mod:`pycanal.parse.wire`) by straight-line Python
+of a table are written as protobuf wire bytes (:mod:`pycanal.protocol.wire`) by straight-line Python
 compiled per TABLE_MAP (and converter options), like the row decoder (``pycanal.binlog.rows``)
 does. Per column it keeps
 
@@ -42,8 +42,8 @@ from pycanal.binlog.errors import BinlogError
 from pycanal.binlog.rows import MISSING, ColumnSpec, _Gen
 from pycanal.binlog.tablemap import TableMap
 from pycanal.parse.columns import EntryColumn, Kind, Text
-from pycanal.parse.wire import CACHE_LIMIT, Prefixes, encode_varint, field_bytes, field_int, field_string
 from pycanal.protocol import EntryProtocol_pb2 as pb
+from pycanal.protocol.wire import CACHE_LIMIT, Prefixes, encode_varint, field_bytes, field_int, field_string
 
 __all__ = ["EVENT_TYPES", "TableCode"]
 

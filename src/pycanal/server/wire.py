@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from google.protobuf.message import DecodeError, Message
 
 from pycanal.protocol import CanalProtocol_pb2 as cp
+from pycanal.protocol.wire import messages_packet_parts
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -274,50 +275,16 @@ def encode_heartbeat(send_timestamp: int, start_timestamp: int) -> bytes:
     return encode_packet(_PT.HEARTBEATS, body.SerializeToString())
 
 
-def _varint(n: int) -> bytes:
-    if n < 0:
-        n += 1 << 64  # int64: ten bytes of two's complement, as protobuf writes it
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-# Tag 2 (field 2, length-delimited) plus the varint length, for the usual entry sizes.
-_PREFIX_TABLE_SIZE = 1 << 14
-_ENTRY_PREFIX = [b"\x12" + _varint(n) for n in range(_PREFIX_TABLE_SIZE)]
-# Packet field 3 (type) = MESSAGES, then the tag of field 5 (body).
-_MESSAGES_HEAD = b"\x18" + _varint(_PT.MESSAGES) + b"\x2a"
-
-
 def encode_messages(batch_id: int, entries: Sequence[bytes]) -> bytes:
-    """A framed MESSAGES packet of already serialized entries, written without re-encoding them.
-
-    Byte for byte what protobuf writes for ``Packet{type=MESSAGES, body=Messages{batch_id,
-    messages}}`` except that ``batch_id`` is written even when 0; no ``version`` (as Canal's raw
-    path)."""
-    lengths = list(map(len, entries))
-    try:
-        prefixes = list(map(_ENTRY_PREFIX.__getitem__, lengths))
-    except IndexError:  # an entry of 16 KiB or more
-        prefixes = [b"\x12" + _varint(n) for n in lengths]
-    head = b"\x08" + _varint(batch_id)
-    # Interleave prefixes and entries with slice assignments: C loops, no per-entry Python code.
-    parts: list[bytes] = [b""] * (3 + 2 * len(lengths))
-    parts[3::2] = prefixes
-    parts[4::2] = entries
-    parts[2] = head
-    body_len = len(head) + sum(lengths) + sum(map(len, prefixes))
-    packet_head = _MESSAGES_HEAD + _varint(body_len)
-    total = len(packet_head) + body_len
+    """A framed MESSAGES packet of already serialized entries, written without re-encoding them
+    (:func:`pycanal.protocol.wire.messages_packet_parts`)."""
+    parts = messages_packet_parts(batch_id, entries)
+    total = sum(map(len, parts))
     if total > _MAX_LENGTH:
         raise WireError(
             f"batch {batch_id} of {len(entries)} entries needs a frame of {total} bytes, over 2 GiB"
         )
     parts[0] = _HEADER.pack(total)
-    parts[1] = packet_head
     return b"".join(parts)
 
 
