@@ -149,6 +149,18 @@ if out="$(.venv/bin/python -m pycanal.spark.jvm 2>.venv/.class-archive.log)"; th
 else
     log "WARNING: the driver JVM's class archive could not be made (.venv/.class-archive.log says why)"
 fi
+# ---------------------------------------------------------------------------- Delta Lake for Spark
+# Every session pycanal starts has Delta Lake for Spark (pycanal.spark.session.delta_options), its jars
+# fetched by Spark's Ivy from Maven Central as PySpark users fetch them; fetched here once (a no-op
+# while the jar of the installed delta-spark is in Ivy's cache).
+DELTA_VERSION="$(.venv/bin/python -c 'from importlib.metadata import version; print(version("delta-spark"))')"
+if ls "$HOME"/.ivy2.5.2/jars/io.delta_delta-spark_*_2.13-"$DELTA_VERSION".jar >/dev/null 2>&1; then
+    log "delta-spark $DELTA_VERSION jars up to date in ~/.ivy2.5.2"
+elif out="$(.venv/bin/python -m pycanal.spark.session 2>.venv/.delta-fetch.log)"; then
+    log "${out#pycanal: }"
+else
+    log "WARNING: Delta Lake for Spark could not be fetched (.venv/.delta-fetch.log says why)"
+fi
 # ---------------------------------------------------------------------------- Alibaba Canal (Java)
 # pycanal.testing.canal.PrivateCanal runs the real Canal server beside pycanal, as the reference. Its jars
 # come from Maven Central (scripts/canal/pom.xml: 1.1.7, the newest whose server is there) into

@@ -29,6 +29,7 @@ from pycanal.spark.changelog import ChangeLog, change_log_files
 from pycanal.spark.check import compare_table
 from pycanal.spark.event_rows import EventRows
 from pycanal.testing import PrivateMariaDB
+from spark_fixtures import spark  # noqa: F401
 
 pytestmark = pytest.mark.mariadb
 
@@ -103,7 +104,12 @@ def binlog_positions(db: PrivateMariaDB, start: tuple[str, int]) -> list[tuple]:
     ]
 
 
-def test_driver_sigkill_exactly_once(db: PrivateMariaDB, cluster: Any, tmp_path: Path) -> None:
+def test_driver_sigkill_exactly_once(
+    db: PrivateMariaDB,
+    cluster: Any,
+    tmp_path: Path,
+    spark: Any,  # noqa: F811 - the fixture
+) -> None:
     master = cluster.master_url if cluster is not None else "local[*]"
     start = db.current_binlog()
     server, tcp = embedded_server(db, "shop", start, "shop\\..*")
@@ -149,6 +155,8 @@ def test_driver_sigkill_exactly_once(db: PrivateMariaDB, cluster: Any, tmp_path:
                 check = compare_table(conn, lake, "shop", table, key)
                 assert check.equal, f"{table}: {check.first_difference}"
                 assert check.source_rows > 0
+                check = compare_table(conn, lake, "shop", table, key, spark=spark)
+                assert check.equal, f"{table} read by Spark's Delta: {check.first_difference}"
         assert "applied up to batch" in log.read_text()  # pycanal pipeline's progress lines
         assert f"(master {master})" in log.read_text()
         # The first driver had no class archive and said how to make one; the second mapped this

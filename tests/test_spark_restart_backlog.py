@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import compare_table
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing._process import free_port
+from spark_fixtures import spark  # noqa: F401
 
 pytestmark = pytest.mark.mariadb
 
@@ -139,7 +141,12 @@ def equal(db: PrivateMariaDB, lake: Path, schema: str) -> bool:
 
 
 @pytest.mark.parametrize("apply_on", ["driver", "executors"])
-def test_killed_while_draining_a_backlog(db: PrivateMariaDB, tmp_path: Path, apply_on: str) -> None:
+def test_killed_while_draining_a_backlog(
+    db: PrivateMariaDB,
+    tmp_path: Path,
+    apply_on: str,
+    spark: Any,  # noqa: F811 - the fixture
+) -> None:
     rnd = random.Random(f"{SEED}-{apply_on}")
     schema = f"backlog_{apply_on}"
     start = db.current_binlog()
@@ -182,6 +189,10 @@ def test_killed_while_draining_a_backlog(db: PrivateMariaDB, tmp_path: Path, app
             )
             time.sleep(1)
         assert "STALLED" not in log.read_text()
+        with db.root_connection(schema) as conn:  # and so it is to Spark's Delta
+            for n in range(TABLES):
+                check = compare_table(conn, lake, schema, f"t{n}", "id", spark=spark)
+                assert check.equal, f"t{n} read by Spark's Delta: {check.first_difference}"
     finally:
         writer.stop.set()
         stop_job(running)

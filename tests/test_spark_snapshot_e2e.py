@@ -28,6 +28,7 @@ from pycanal.spark.changelog import ChangeLog, change_log_files
 from pycanal.spark.check import normalize
 from pycanal.spark.current import table_path
 from pycanal.testing import PrivateMariaDB
+from spark_fixtures import spark  # noqa: F401
 
 pytestmark = pytest.mark.mariadb
 
@@ -141,7 +142,8 @@ def change_log(lake: Path) -> list[dict]:
     return out
 
 
-def rows_equal(db: PrivateMariaDB, lake: Path, table: str) -> str | None:
+def rows_equal(db: PrivateMariaDB, lake: Path, table: str, session: Any = None) -> str | None:
+    """The source table against its current-state table, read by delta-rs or by ``session``'s Delta."""
     with db.root_connection(DB) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT * FROM {table}")
         columns = [d[0] for d in cur.description]
@@ -149,7 +151,10 @@ def rows_equal(db: PrivateMariaDB, lake: Path, table: str) -> str | None:
     path = table_path(lake, DB, table)
     if not DeltaTable.is_deltatable(str(path)):  # the directory comes before its first log entry
         return "no current-state table yet"
-    target_rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    if session is not None:
+        target_rows = session.read.format("delta").load(str(path)).toArrow().to_pylist()
+    else:
+        target_rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
     target = sorted(json.dumps([normalize(r[c]) for c in columns], default=str) for r in target_rows)
     if source == target:
         return None
@@ -158,7 +163,10 @@ def rows_equal(db: PrivateMariaDB, lake: Path, table: str) -> str | None:
 
 
 def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
-    db: PrivateMariaDB, cluster: Any, tmp_path: Path
+    db: PrivateMariaDB,
+    cluster: Any,
+    tmp_path: Path,
+    spark: Any,  # noqa: F811 - the fixture
 ) -> None:
     """On local[2] and on a 2-worker standalone cluster (the chunks read by its executors)."""
     master = cluster.master_url if cluster is not None else "local[2]"
@@ -216,6 +224,8 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
         for name in TABLES:
             problem = rows_equal(db, lake, name)
             assert problem is None, f"{name}: {problem}"
+            problem = rows_equal(db, lake, name, spark)
+            assert problem is None, f"{name} read by Spark's Delta: {problem}"
         reads = [(r["table"], r["pk"]) for r in rows if r["op"] == "READ"]
         keyed = [r for r in reads if r[0] != NO_KEY]
         assert len(keyed) == len(set(keyed)), "a snapshot row was read twice"

@@ -70,13 +70,14 @@ def _digest(rows: list[list[Any]]) -> str:
     return h.hexdigest()[:16]
 
 
-def compare_table(conn: Any, lake: str | Path, database: str, table: str, key: str) -> TableCheck:
-    """``database.table`` on ``conn`` (PyMySQL) against its current-state table under ``lake``.
+def compare_table(
+    conn: Any, lake: str | Path, database: str, table: str, key: str, spark: Any = None
+) -> TableCheck:
+    """``database.table`` on ``conn`` (PyMySQL) against its current-state table under ``lake``,
+    read by pycanal's own log replay, or with ``spark`` by Delta Lake for Spark
+    (``spark.read.format("delta")``: the reader Spark users have, independent of the writer).
     SET columns come from PyMySQL as text (``a,b``) and are split; the target holds lists."""
-    from deltalake import DeltaTable
-
     from .current import table_path
-    from .delta.tablestate import read_rows
 
     with conn.cursor() as cur:
         cur.execute(
@@ -93,7 +94,15 @@ def compare_table(conn: Any, lake: str | Path, database: str, table: str, key: s
         for c in sets & row.keys():
             if isinstance(row[c], str):
                 row[c] = [t for t in row[c].split(",") if t]
-    target = read_rows(DeltaTable(str(table_path(lake, database, table)))).to_pylist()
+    path = str(table_path(lake, database, table))
+    if spark is not None:
+        target = spark.read.format("delta").load(path).toArrow().to_pylist()
+    else:
+        from deltalake import DeltaTable
+
+        from .delta.tablestate import read_rows
+
+        target = read_rows(DeltaTable(path)).to_pylist()
     target.sort(key=lambda r: r[key])
     a, b = _rows(source, columns), _rows(target, columns)
     diff = None

@@ -130,13 +130,12 @@ class _File:
 # of them with the next write once there are _MAX_SMALL (a table's insert tail, a file a write,
 # is merged by the writes, not by a compaction that rewrites the table). With deletion vectors
 # (``deletion_vectors=True``) a bigger file gets a vector instead, until it would hide more than
-# _PURGE of its rows. Vectors up to _INLINE_BYTES stay in the log entry. A write costs ~2 ms of CPU
+# _PURGE of its rows. A write costs ~2 ms of CPU
 # either way up to ~10,000 rows of the lake bench's rows, and a rewrite ~0.12 us a row more
 # after that (docs/benchmarks.md, "The lake with many tables").
 _SMALL_ROWS = 10_000
 _MAX_SMALL = 8
 _PURGE = 0.2
-_INLINE_BYTES = 512
 
 
 class Contents:
@@ -282,7 +281,7 @@ class KeyedTable:
 
     def _enable_vectors(self) -> None:
         """Commit the table's protocol with deletion vectors."""
-        actions = vectors_actions(self.dt.protocol(), self.version)
+        actions = vectors_actions(self.dt, self.version)
         for _ in range(_RETRIES):
             try:
                 self._link(actions)
@@ -408,16 +407,17 @@ class KeyedTable:
         return rewrite, marked
 
     def _vectors(self, marked: dict[str, np.ndarray]) -> tuple[list[tuple[str, _File]], Path | None]:
-        """The files of ``marked`` with their new deletion vectors (inline, or in one new file)."""
-        vectors = {p: dv.serialize(rows) for p, rows in marked.items()}
-        descriptors = {
-            p: dv.inline(data, len(marked[p])) for p, data in vectors.items() if len(data) <= _INLINE_BYTES
-        }
-        big = [p for p in vectors if p not in descriptors]
-        vector_file = None
-        if big:
-            vector_file, written = dv.file_descriptors(self.path, [(vectors[p], len(marked[p])) for p in big])
-            descriptors.update(zip(big, written, strict=True))
+        """The files of ``marked`` with their new deletion vectors, in one new file. Never inline in
+        the log entry (the protocol allows it): Delta Lake for Spark 4.4's VACUUM fails on an inline
+        vector (``scala.MatchError`` in ``getDeletionVectorRelativePathAndSize``;
+        tests/test_spark_delta.py)."""
+        if not marked:
+            return [], None
+        paths = list(marked)
+        vector_file, written = dv.file_descriptors(
+            self.path, [(dv.serialize(marked[p]), len(marked[p])) for p in paths]
+        )
+        descriptors = dict(zip(paths, written, strict=True))
         out = []
         for p, descriptor in descriptors.items():
             f = self.files[p]

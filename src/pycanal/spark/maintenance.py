@@ -39,11 +39,15 @@ from __future__ import annotations
 import threading
 import zlib
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from .cow import WRITER_PROPERTIES
+from .delta.dv import vector_file
+from .delta.log import named_vectors
 
-__all__ = ["Maintenance"]
+__all__ = ["Maintenance", "vacuum"]
 
 
 @dataclass
@@ -102,14 +106,7 @@ class Maintenance:
                 table.checkpoint()
                 self._retention(name, table)
             else:
-                dt = table.delta()
-                dt.cleanup_metadata()
-                dt.vacuum(
-                    retention_hours=int(self.retention_hours),
-                    enforce_retention_duration=False,
-                    dry_run=False,
-                    full=True,  # files whose removal a checkpoint no longer lists too
-                )
+                vacuum(table.delta(), table.path, self.retention_hours)
             self._count(what)
         if table.dt.version() > table.version:
             table.reload()  # delta-rs committed: compaction replaced files, or the properties changed
@@ -153,3 +150,27 @@ class Maintenance:
     def _count(self, what: str) -> None:
         with self._lock:
             self.done[what] += 1
+
+
+def vacuum(dt: Any, path: Path, retention_hours: float) -> list[str]:
+    """delta-rs' log cleanup, then the files of the table's directory no version within the
+    retention uses (delta-rs' vacuum, listing the directory), deleted here: delta-rs 1.6.6 counts
+    no deletion vector file as used and would delete the table's own (its dry run lists them;
+    ``tests/test_spark_maintenance.py``), so those any ``add`` or ``remove`` of the log names are
+    kept. Returns the relative paths deleted."""
+    dt.cleanup_metadata()
+    doomed = dt.vacuum(
+        retention_hours=int(retention_hours),
+        enforce_retention_duration=False,
+        dry_run=True,
+        full=True,  # files whose removal a checkpoint no longer lists too
+    )
+    named = {vector_file(d, path) for d in named_vectors(path / "_delta_log")}
+    deleted = []
+    for rel in doomed:
+        target = path / unquote(rel)
+        if target in named:
+            continue
+        target.unlink(missing_ok=True)
+        deleted.append(rel)
+    return deleted

@@ -1,5 +1,11 @@
 """How pycanal starts a Spark session: the driver JVM's flags (its class archive included), the
-Python Spark's processes run, and where a query's checkpoint logs go.
+Python Spark's processes run, where a query's checkpoint logs go, and Delta Lake for Spark.
+
+Delta Lake for Spark is in every session pycanal starts, as PySpark users add it: its Maven package
+(``spark.jars.packages``: fetched by Spark's Ivy into ``~/.ivy2.5.2`` on first use, cached after;
+``scripts/setup.sh`` fetches it) with Delta's SQL extension and catalog, so that
+``spark.read.format("delta")``, ``DESCRIBE HISTORY``, ``OPTIMIZE`` and the rest work on the lake.
+The package is the one built for the installed pyspark by the installed ``delta-spark``.
 
 Below the job (``job``) and the archive's training run (``jvm``), which both start sessions.
 """
@@ -20,6 +26,8 @@ __all__ = [
     "cache_dir",
     "checkpoint_logs",
     "class_archive",
+    "delta_options",
+    "delta_package",
     "spark_python",
     "spark_session",
 ]
@@ -56,6 +64,26 @@ def spark_python() -> str:
     (``pycanal.spark.python``), or this interpreter where that command is not installed."""
     launcher = Path(sys.executable).with_name("pycanal-spark-python")
     return str(launcher) if os.access(launcher, os.X_OK) else sys.executable
+
+
+# ---------------------------------------------------------------------- Delta Lake for Spark
+def delta_package() -> str:
+    """The Maven coordinate of Delta Lake for this pyspark (``io.delta:delta-spark_4.2_2.13:4.4.0``
+    for pyspark 4.2 and delta-spark 4.4.0: since Delta 4.1 the artifact names the Spark version)."""
+    from importlib.metadata import version
+
+    spark = ".".join(version("pyspark").split(".")[:2])
+    return f"io.delta:delta-spark_{spark}_2.13:{version('delta-spark')}"
+
+
+def delta_options() -> dict[str, str]:
+    """The session settings that put Delta Lake into a session (its package, SQL extension and
+    catalog); under ``spark-submit`` pass them as ``--packages`` / ``--conf``."""
+    return {
+        "spark.jars.packages": delta_package(),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    }
 
 
 # ---------------------------------------------------------------------- the class archive
@@ -119,7 +147,8 @@ def spark_session(
     URL (``local[*]``, ``spark://host:7077``, ...); None leaves it to ``spark-submit``.
     ``java_options``: the driver JVM's flags (where this call starts the JVM; under
     ``spark-submit``, its ``--driver-java-options``), with ``class_archive`` mapped
-    (``archive_options``: "auto" is this machine's archive where it was made; None: none)."""
+    (``archive_options``: "auto" is this machine's archive where it was made; None: none).
+    Delta Lake for Spark is in the session (:func:`delta_options`)."""
     if class_archive is not None and "SharedArchiveFile" not in java_options:
         java_options = f"{java_options} {archive_options(class_archive)}".strip()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -140,8 +169,17 @@ def spark_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config(map=delta_options())
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+if __name__ == "__main__":  # scripts/setup.sh: Delta Lake for Spark into Ivy's cache, once
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pycanal-delta-") as tmp:
+        spark_session(tmp, "pycanal-setup", class_archive=None).stop()
+    print(f"pycanal: Delta Lake for Spark {delta_package()} in Spark's Ivy cache")

@@ -74,18 +74,32 @@ def merge_actions(
     return actions
 
 
-def vectors_actions(protocol: Any, read_version: int) -> list[dict[str, Any]]:
-    """The entry that gives a table (its delta-rs ``protocol``, at ``read_version``) deletion
-    vectors: reader version 3 and writer version 7 with the feature, writer version 2's features
-    kept explicit (as Delta asks of a table moving to version 7)."""
+def vectors_actions(dt: Any, read_version: int) -> list[dict[str, Any]]:
+    """The entry that gives a table (delta-rs' ``dt``, at ``read_version``) deletion vectors:
+    reader version 3 and writer version 7 with the feature, writer version 2's features kept
+    explicit (as Delta asks of a table moving to version 7), and the table property
+    ``delta.enableDeletionVectors`` set, without which Delta Lake for Spark refuses to add vectors
+    to the table (a RESTORE of a version with vectors fails: tests/test_spark_delta.py)."""
+    protocol, meta = dt.protocol(), dt.metadata()
     readers = set(protocol.reader_features or []) | {"deletionVectors"}
     writers = set(protocol.writer_features or []) | {"deletionVectors"}
     if protocol.min_writer_version < 7:
         writers |= {"appendOnly", "invariants"}
     info = {"timestamp": int(time.time() * 1000), "operation": "SET TBLPROPERTIES", "readVersion": read_version,
             "engineInfo": _ENGINE}  # fmt: skip
+    metadata = {
+        "id": meta.id,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": dt.schema().to_json(),
+        "partitionColumns": list(meta.partition_columns),
+        "configuration": {**meta.configuration, "delta.enableDeletionVectors": "true"},
+        **({"name": meta.name} if meta.name else {}),
+        **({"description": meta.description} if meta.description else {}),
+        **({"createdTime": meta.created_time} if meta.created_time is not None else {}),
+    }
     return [
         {"commitInfo": info},
         {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": sorted(readers),
                       "writerFeatures": sorted(writers)}},
+        {"metaData": metadata},
     ]  # fmt: skip

@@ -27,9 +27,9 @@ __all__ = [
     "deserialize",
     "descriptor_bytes",
     "file_descriptors",
-    "inline",
     "positions",
     "serialize",
+    "vector_file",
 ]
 
 MAGIC = 1681511377
@@ -156,12 +156,6 @@ def _read_roaring32(data: bytes, at: int) -> tuple[np.ndarray, int]:
     return (np.concatenate(parts) if parts else np.empty(0, np.uint32)), at
 
 
-def inline(data: bytes, cardinality: int) -> dict[str, Any]:
-    """The descriptor of a vector kept in the log entry."""
-    return {"storageType": "i", "pathOrInlineDv": z85_encode(data), "sizeInBytes": len(data),
-            "cardinality": cardinality}  # fmt: skip
-
-
 def file_descriptors(table_dir: Path, vectors: list[tuple[bytes, int]]) -> tuple[Path, list[dict[str, Any]]]:
     """Write ``vectors`` ((bytes, cardinality) each) to one new deletion vector file of the table;
     the file and the vectors' descriptors."""
@@ -176,22 +170,25 @@ def file_descriptors(table_dir: Path, vectors: list[tuple[bytes, int]]) -> tuple
     return path, out
 
 
-def descriptor_bytes(descriptor: dict[str, Any], table_dir: Path) -> bytes:
-    """The serialized vector a descriptor names (inline, or in a file by uuid or path)."""
-    kind, where, size = (
-        descriptor["storageType"],
-        descriptor["pathOrInlineDv"],
-        int(descriptor["sizeInBytes"]),
-    )
+def vector_file(descriptor: dict[str, Any], table_dir: Path) -> Path | None:
+    """The file a descriptor's vector is in (by uuid or path); None for a vector inline."""
+    kind, where = descriptor["storageType"], descriptor["pathOrInlineDv"]
     if kind == "i":
-        return z85_decode(where, size)
+        return None
     if kind == "u":
         prefix, code = where[:-20], where[-20:]
-        path = table_dir / prefix / f"deletion_vector_{uuid.UUID(bytes=z85_decode(code))}.bin"
-    elif kind == "p":
-        path = Path(where.removeprefix("file://"))
-    else:
-        raise DvError(f"unknown deletion vector storage type {kind!r}")
+        return table_dir / prefix / f"deletion_vector_{uuid.UUID(bytes=z85_decode(code))}.bin"
+    if kind == "p":
+        return Path(where.removeprefix("file://"))
+    raise DvError(f"unknown deletion vector storage type {kind!r}")
+
+
+def descriptor_bytes(descriptor: dict[str, Any], table_dir: Path) -> bytes:
+    """The serialized vector a descriptor names (inline, or in a file by uuid or path)."""
+    size = int(descriptor["sizeInBytes"])
+    path = vector_file(descriptor, table_dir)
+    if path is None:
+        return z85_decode(descriptor["pathOrInlineDv"], size)
     offset = int(descriptor.get("offset") or 1)
     with open(path, "rb") as f:
         f.seek(offset)

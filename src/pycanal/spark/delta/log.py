@@ -33,6 +33,7 @@ __all__ = [
     "entry_path",
     "last_checkpoint",
     "live_adds",
+    "named_vectors",
     "put_if_absent",
 ]
 
@@ -197,6 +198,36 @@ def live_adds(log_dir: Path, version: int) -> dict[str, dict[str, Any]]:
             f"{log_dir}: version {version} cannot be replayed from a checkpoint and entries"
         )
     return state.live
+
+
+def named_vectors(log_dir: Path) -> list[dict[str, Any]]:
+    """The deletion vector descriptors of every ``add`` and ``remove`` the log still holds (its
+    last checkpoint and the entries after it): a vector file any of them names is in use, by the
+    table or by a version within the retention."""
+    out: list[dict[str, Any]] = []
+    last = last_checkpoint(log_dir)
+    version = -1
+    if last is not None:
+        version = last[0]
+        for part in checkpoint_parts(log_dir, version, last[1]):
+            rows = pq.read_table(part, columns=["add", "remove"])  # the tombstones' row groups too
+            for column in ("add", "remove"):
+                out += [
+                    a["deletionVector"]
+                    for a in rows.column(column).drop_null().to_pylist()
+                    if a.get("deletionVector")
+                ]
+    while True:
+        version += 1
+        try:
+            actions = entry_actions(log_dir, version)
+        except FileNotFoundError:
+            return out
+        out += [
+            a["deletionVector"]
+            for kind, a in actions
+            if kind in ("add", "remove") and a.get("deletionVector")
+        ]
 
 
 def _first(rows: pa.Table, column: str) -> dict[str, Any] | None:
