@@ -173,6 +173,23 @@ else
         log "WARNING: mvn could not fetch Canal $CANAL_VERSION ($CANAL_HOME/mvn.log says why); Canal's tests will fail"
     fi
 fi
+# Canal's Kafka producer for its MQ mode (canal.serverMode = kafka), loaded by Canal from plugin/ and not from
+# its classpath: connector.kafka's jar-with-dependencies (kafka-clients 2.4 inside) into $CANAL_HOME/plugin.
+CANAL_KAFKA_PLUGIN="com.alibaba.otter:connector.kafka:$CANAL_VERSION:jar:jar-with-dependencies"
+if [ "$CANAL_KAFKA_PLUGIN" = "$(cat "$CANAL_HOME/plugin/.pycanal-artifact" 2>/dev/null || true)" ]; then
+    log "canal: kafka plugin up to date in $CANAL_HOME/plugin"
+else
+    rm -rf "$CANAL_HOME/plugin.new"
+    if mvn -q -B dependency:copy -Dartifact="$CANAL_KAFKA_PLUGIN" -DoutputDirectory="$CANAL_HOME/plugin.new" \
+        >"$CANAL_HOME/mvn-plugin.log" 2>&1; then
+        echo "$CANAL_KAFKA_PLUGIN" >"$CANAL_HOME/plugin.new/.pycanal-artifact"
+        rm -rf "$CANAL_HOME/plugin"
+        mv "$CANAL_HOME/plugin.new" "$CANAL_HOME/plugin"
+        log "canal: kafka plugin copied to $CANAL_HOME/plugin"
+    else
+        log "WARNING: mvn could not fetch $CANAL_KAFKA_PLUGIN ($CANAL_HOME/mvn-plugin.log says why); Canal's MQ test will fail"
+    fi
+fi
 # ---------------------------------------------------------------------------- Apache Kafka (Java)
 # pycanal.testing.kafka.PrivateKafka runs a real broker (KRaft, one node) for canal.serverMode = kafka. Its
 # jars come from Maven Central (scripts/kafka/pom.xml) into $PYCANAL_KAFKA_HOME/lib, the same way as
