@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from mq_kafka_support import Workload, check_partitions, flat_rows, proto_rows, write_conf
+from mq_kafka_support import RowChange, Workload, check_partitions, flat_rows, proto_rows, write_conf
 from pycanal.deployer import Deployer
 from pycanal.deployer.mq import kafka_config, mq_destination, mq_options
 from pycanal.mq import build_records
@@ -269,9 +270,76 @@ def test_server_kill9_mid_stream_loses_nothing(
     duplicates = len(rows) - len(keys)
     print(f"{len(rows)} row changes read, {len(keys)} distinct, {duplicates} resent after kill -9")
     assert len(keys) == expected
-    cfg_dest = mq_destination(Deployer(conf).config.instance("shop"))
-    assert check_partitions(records, flat, cfg_dest, mq_options(Deployer(conf).config)) == len(records)
+    cfg = Deployer(conf).config
+    assert check_partitions(records, flat, mq_destination(cfg.instance("shop")), mq_options(cfg)) == len(
+        records
+    )
     assert "Traceback" not in log.read_text()
+    if not flat:  # entries carry their binlog position: replayed in that order, they give the tables
+        for name in ("a", "b"):
+            assert replay(rows, work.table(name)) == work.state(name)
+
+
+def replay(rows: list[RowChange], table: str) -> dict[int, tuple[object, ...]]:
+    """A table's rows after applying its distinct row changes in binlog order (protobuf keys)."""
+    state: dict[int, tuple[object, ...]] = {}
+    distinct = {r.key: r for r in rows if r.table == table}
+    for r in sorted(distinct.values(), key=lambda r: json.loads(r.key)[:2]):
+        if r.type != "INSERT":
+            del state[int(dict(r.before)["id"])]
+        if r.type != "DELETE":
+            after = dict(r.after)
+            state[int(after["id"])] = (int(after["id"]), after["name"], int(after["qty"]), after["note"])
+    return state
+
+
+def test_broker_restart_mid_stream_loses_nothing(
+    mariadb: PrivateMariaDB, kafka_factory: Callable[..., PrivateKafka], tmp_path: Path, servers: list[Server]
+) -> None:
+    broker = kafka_factory()
+    sfx = _suffix()
+    topic = f"mqk-restart-{sfx}"
+    work = Workload(mariadb, sfx, seed=19)
+    start = mariadb.current_binlog()
+    work.create()
+    broker.create_topic(topic, 3)
+    conf = write_conf(
+        tmp_path / "conf",
+        mariadb,
+        start,
+        bootstrap=broker.bootstrap_servers,
+        tables=work.regex,
+        canal={"canal.mq.canalBatchSize": 20},
+        instance={
+            "canal.mq.topic": topic,
+            "canal.mq.partitionsNum": 3,
+            "canal.mq.partitionHash": "pycanal\\\\..*:$pk$",
+        },
+    )
+    server = Server(conf, tmp_path / "server.log").start()
+    servers.append(server)
+
+    def writer() -> None:
+        for k in range(30):
+            work.round(k)
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    _wait("the first records", lambda: len(broker.records(topic)) > 0, timeout=60, interval=0.2)
+    broker.restart(kill=True)  # the broker dies under the producer and comes back on the same port
+    thread.join()
+    expected = sum(work.rows.values())
+    _wait(
+        f"{expected} distinct row changes",
+        lambda: len({r.key for r in flat_rows(broker.records(topic))[0]}) >= expected,
+        timeout=180,
+    )
+    rows, _ = flat_rows(broker.records(topic))
+    print(f"{len(rows)} row changes read, {len({r.key for r in rows})} distinct after a broker kill -9")
+    assert len({r.key for r in rows}) == expected
+    assert server.proc is not None and server.proc.poll() is None
+    assert server.stop() == 0
 
 
 # ---------------------------------------------------------------------------------- failures

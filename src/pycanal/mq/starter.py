@@ -127,7 +127,7 @@ class _Worker(threading.Thread):
                 self.sender.send(records)
             except Exception as exc:  # noqa: BLE001
                 self._rollback(message.id)
-                self._failed(records_topic(exc, self.config), exc)
+                self._failed(_failure_topic(exc, self.config), exc)
                 continue
             server.ack(client, message.id)
             self.stats.batches += 1
@@ -161,7 +161,7 @@ class _Worker(threading.Thread):
         self.stopping.wait(self._delay)
 
 
-def records_topic(exc: BaseException, config: MQDestination) -> str | None:
+def _failure_topic(exc: BaseException, config: MQDestination) -> str | None:
     """The topic a failure concerns: the sender's, else the destination's ``canal.mq.topic``."""
     topic = getattr(exc, "topic", None)
     return topic or config.topic or config.dynamic_topic
