@@ -130,6 +130,7 @@ class KafkaSender:
         except (TypeError, ValueError) as exc:
             raise ProducerConfigError(str(exc)) from None
         self._partitions: dict[str, int] = {}
+        self._aborted = False
 
     def _config_error(self, text: str) -> str:
         for name in self.config:
@@ -150,9 +151,14 @@ class KafkaSender:
             return known
         deadline = time.monotonic() + self.metadata_timeout
         while True:
-            try:
-                meta = self._producer.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
+            self._check_aborted(topic)
+            try:  # in short slices, so that abort() is noticed
+                meta = self._producer.list_topics(
+                    topic, timeout=min(1.0, max(0.1, deadline - time.monotonic()))
+                )
             except KafkaException as exc:
+                if time.monotonic() < deadline:
+                    continue
                 raise SendError(
                     f"Kafka at {self.bootstrap_servers} answered no metadata request "
                     f"within {self.metadata_timeout:g}s ({exc.args[0].str()})",
@@ -211,7 +217,7 @@ class KafkaSender:
                 producer.poll(0)
                 if failures:
                     break
-            remaining = producer.flush(self.delivery_timeout + 5.0) if not failures else len(producer)
+            remaining = self._flush(records[0].topic if records else None) if not failures else len(producer)
         except Exception:
             self._discard()
             raise
@@ -226,6 +232,24 @@ class KafkaSender:
                 f"within {self.delivery_timeout + 5.0:g}s",
                 records[0].topic if records else None,
             )
+
+    def _flush(self, topic: str | None) -> int:
+        """Wait for the delivery reports, in short slices so that :meth:`abort` is noticed; the
+        number of records still undelivered at the deadline."""
+        deadline = time.monotonic() + self.delivery_timeout + 5.0
+        while True:
+            self._check_aborted(topic)
+            remaining = self._producer.flush(min(0.5, max(0.0, deadline - time.monotonic())))
+            if remaining == 0 or time.monotonic() >= deadline:
+                return remaining
+
+    def abort(self) -> None:
+        """Make a running or later :meth:`send` fail at once (the server is stopping)."""
+        self._aborted = True
+
+    def _check_aborted(self, topic: str | None) -> None:
+        if self._aborted:
+            raise SendError("the producer was stopped before every record was delivered", topic)
 
     def _discard(self) -> None:
         """Drop what is queued or in flight so it cannot arrive after the batch is resent."""

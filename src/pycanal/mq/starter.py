@@ -56,6 +56,7 @@ class Sender(Protocol):
     """A producer edge: :meth:`send` returns only when the broker acknowledged every record."""
 
     def send(self, records: Sequence[Record]) -> None: ...
+    def abort(self) -> None: ...
     def close(self, timeout: float = ...) -> None: ...
 
 
@@ -127,6 +128,8 @@ class _Worker(threading.Thread):
                 self.sender.send(records)
             except Exception as exc:  # noqa: BLE001
                 self._rollback(message.id)
+                if self.stopping.is_set():
+                    return  # stopped mid-send: rolled back, nothing to report
                 self._failed(_failure_topic(exc, self.config), exc)
                 continue
             server.ack(client, message.id)
@@ -232,6 +235,8 @@ class MQStarter:
         if worker is None:
             return
         worker.stopping.set()
+        if worker.sender is not None:
+            worker.sender.abort()  # a send waiting for an unreachable broker fails now
         worker.join(timeout)
         if worker.is_alive():
             log.warning("event=mq-worker-stuck destination=%s", destination)
