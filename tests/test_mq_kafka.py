@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -27,9 +28,11 @@ from typing import Any
 import pytest
 
 from mq_kafka_support import RowChange, Workload, check_partitions, flat_rows, proto_rows, write_conf
+from pycanal.client.printer import message_lines
 from pycanal.deployer import Deployer
 from pycanal.deployer.mq import kafka_config, mq_destination, mq_options
 from pycanal.mq import build_records
+from pycanal.mq.consumer import decode_record
 from pycanal.mq.producer import KafkaSender
 from pycanal.mq.starter import MQStarter
 from pycanal.protocol import EntryProtocol_pb2 as pb
@@ -340,6 +343,52 @@ def test_broker_restart_mid_stream_loses_nothing(
     assert len({r.key for r in rows}) == expected
     assert server.proc is not None and server.proc.poll() is None
     assert server.stop() == 0
+
+
+@pytest.mark.parametrize("flat", [True, False], ids=["flat", "protobuf"])
+def test_tail_kafka_prints_the_topic(
+    flat: bool, mariadb: PrivateMariaDB, kafka: PrivateKafka, tmp_path: Path, servers: list[Server]
+) -> None:
+    sfx = _suffix()
+    topic = f"mqk-tail-{sfx}"
+    work = Workload(mariadb, sfx, seed=23)
+    start = mariadb.current_binlog()
+    work.create()
+    kafka.create_topic(topic, 1)
+    conf = write_conf(
+        tmp_path / "conf",
+        mariadb,
+        start,
+        bootstrap=kafka.bootstrap_servers,
+        tables=work.regex,
+        canal={"canal.mq.flatMessage": str(flat).lower()},
+        instance={"canal.mq.topic": topic},
+    )
+    server = Server(conf, tmp_path / "server.log").start()
+    servers.append(server)
+    work.round(0)
+    expected = sum(work.rows.values())
+    read = flat_rows if flat else proto_rows
+    _wait(f"{expected} row changes", lambda: len(read(kafka.records(topic))[0]) >= expected)
+    assert server.stop() == 0
+    done = subprocess.run(
+        [*PYCANAL, "tail", "--kafka", kafka.bootstrap_servers, "--topic", topic, "--limit", str(expected)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    want: list[str] = []
+    for rec in kafka.records(topic):
+        message = decode_record(rec.topic, rec.partition, rec.offset, rec.value)
+        if flat:
+            want.append((rec.value or b"").decode())
+        else:
+            want += message_lines(message.batch_id, message.entries)
+    batch_time = re.compile(r"(, Time : .*|delay : \d+ms)$")  # the printer's clock, not the message's
+    assert [batch_time.sub("", ln) for ln in done.stdout.splitlines()] == [
+        batch_time.sub("", ln) for ln in want
+    ]
 
 
 # ---------------------------------------------------------------------------------- failures
