@@ -175,6 +175,53 @@ def test_topics_hold_exactly_the_built_records(
     )
 
 
+def test_reload_moves_the_destination_to_its_new_topic(
+    mariadb: PrivateMariaDB, kafka: PrivateKafka, tmp_path: Path
+) -> None:
+    """Auto-scan's reload of a changed instance.properties restarts the destination's worker with
+    the new ``canal.mq.topic``: what was acked went to the old topic, the rest to the new one."""
+    sfx = _suffix()
+    old, new = f"mqk-old-{sfx}", f"mqk-new-{sfx}"
+    work = Workload(mariadb, sfx, seed=29)
+    start = mariadb.current_binlog()
+    work.create()
+    for name in (old, new):
+        kafka.create_topic(name, 1)
+    conf = write_conf(
+        tmp_path / "conf",
+        mariadb,
+        start,
+        bootstrap=kafka.bootstrap_servers,
+        tables=work.regex,
+        canal={"canal.auto.scan": "true"},
+        instance={"canal.mq.topic": old},
+    )
+    deployer = Deployer(conf)
+    cfg = deployer.config
+    producer = kafka_config(cfg)
+    starter = MQStarter(deployer.server, {}, mq_options(cfg), lambda _d: KafkaSender(producer))
+    deployer.attach_mq(starter)
+    deployer.start(scan_thread=False)
+    try:
+        work.round(0)
+        first = sum(work.rows.values())
+        _wait("the first round", lambda: len(flat_rows(kafka.records(old))[0]) >= first)
+        path = conf / "shop" / "instance.properties"
+        path.write_text(path.read_text().replace(old, new))
+        assert [e.kind for e in deployer.scan_once()] == ["reload"]
+        work.round(1)
+        expected = sum(work.rows.values())
+        _wait(
+            "the second round in the new topic",
+            lambda: len({r.key for r in flat_rows(kafka.records(old) + kafka.records(new))[0]}) >= expected,
+        )
+    finally:
+        deployer.stop()
+    in_old, in_new = flat_rows(kafka.records(old))[0], flat_rows(kafka.records(new))[0]
+    assert len(in_old) == first and len(in_new) >= expected - first
+    assert len({r.key for r in in_old + in_new}) == expected
+
+
 # ---------------------------------------------------------------------------------- the CLI
 class Server:
     """``pycanal server --conf DIR`` as a child process, its output in ``log``."""

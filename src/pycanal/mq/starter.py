@@ -102,6 +102,9 @@ class _Worker(threading.Thread):
                     )
                     self._loop()
                 except Exception as exc:  # noqa: BLE001 - the worker must outlive any one failure
+                    if not starter.server.is_start(self.destination):  # stopped here (HA, reload)
+                        log.info("event=mq-worker-waiting destination=%s", self.destination)
+                        continue
                     self._failed(None, exc)
         finally:
             if self.sender is not None:
