@@ -185,4 +185,45 @@ else
         log "WARNING: mvn could not fetch Canal $CANAL_VERSION ($CANAL_HOME/mvn.log says why); Canal's tests will fail"
     fi
 fi
+# Canal's Kafka producer for its MQ mode (canal.serverMode = kafka), loaded by Canal from plugin/ and not from
+# its classpath: connector.kafka's jar-with-dependencies (kafka-clients 2.4 inside) into $CANAL_HOME/plugin.
+CANAL_KAFKA_PLUGIN="com.alibaba.otter:connector.kafka:$CANAL_VERSION:jar:jar-with-dependencies"
+if [ "$CANAL_KAFKA_PLUGIN" = "$(cat "$CANAL_HOME/plugin/.pycanal-artifact" 2>/dev/null || true)" ]; then
+    log "canal: kafka plugin up to date in $CANAL_HOME/plugin"
+else
+    rm -rf "$CANAL_HOME/plugin.new"
+    if mvn -q -B dependency:copy -Dartifact="$CANAL_KAFKA_PLUGIN" -DoutputDirectory="$CANAL_HOME/plugin.new" \
+        >"$CANAL_HOME/mvn-plugin.log" 2>&1; then
+        echo "$CANAL_KAFKA_PLUGIN" >"$CANAL_HOME/plugin.new/.pycanal-artifact"
+        rm -rf "$CANAL_HOME/plugin"
+        mv "$CANAL_HOME/plugin.new" "$CANAL_HOME/plugin"
+        log "canal: kafka plugin copied to $CANAL_HOME/plugin"
+    else
+        log "WARNING: mvn could not fetch $CANAL_KAFKA_PLUGIN ($CANAL_HOME/mvn-plugin.log says why); Canal's MQ test will fail"
+    fi
+fi
+# ---------------------------------------------------------------------------- Apache Kafka (Java)
+# pycanal.testing.kafka.PrivateKafka runs a real broker (KRaft, one node) for canal.serverMode = kafka. Its
+# jars come from Maven Central (scripts/kafka/pom.xml) into $PYCANAL_KAFKA_HOME/lib, the same way as
+# Canal's above; a no-op while the pom's sha256 matches the stamp there.
+KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)"
+KAFKA_HOME="${PYCANAL_KAFKA_HOME:-$HOME/.cache/pycanal/kafka-$KAFKA_VERSION}"
+KAFKA_STAMP="$KAFKA_HOME/lib/.pycanal-pom-sha256"
+want="$(sha256sum scripts/kafka/pom.xml | cut -d' ' -f1)"
+if [ "$want" = "$(cat "$KAFKA_STAMP" 2>/dev/null || true)" ]; then
+    log "kafka: $KAFKA_VERSION jars up to date in $KAFKA_HOME/lib"
+else
+    command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 || apt_install maven openjdk-17-jdk-headless
+    mkdir -p "$KAFKA_HOME"
+    rm -rf "$KAFKA_HOME/lib.new"
+    if mvn -q -B -f scripts/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory="$KAFKA_HOME/lib.new" \
+        >"$KAFKA_HOME/mvn.log" 2>&1; then
+        echo "$want" >"$KAFKA_HOME/lib.new/.pycanal-pom-sha256"
+        rm -rf "$KAFKA_HOME/lib"
+        mv "$KAFKA_HOME/lib.new" "$KAFKA_HOME/lib"
+        log "kafka: $KAFKA_VERSION jars copied to $KAFKA_HOME/lib ($(du -sh "$KAFKA_HOME/lib" | cut -f1))"
+    else
+        log "WARNING: mvn could not fetch Kafka $KAFKA_VERSION ($KAFKA_HOME/mvn.log says why); Kafka's tests will fail"
+    fi
+fi
 log "ready"

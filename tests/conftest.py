@@ -70,6 +70,35 @@ def zookeeper() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def kafka() -> Iterator[Any]:
+    """A private Kafka 4 broker (KRaft, one node, free loopback ports) for the whole session: topics
+    are auto-created with one partition. Started on first use, stopped at session end. Shared by all
+    tests: use unique topic names."""
+    from pycanal.testing.kafka import PrivateKafka
+
+    with PrivateKafka() as server:
+        yield server
+
+
+@pytest.fixture
+def kafka_factory() -> Iterator[Callable[..., Any]]:
+    """Start extra private Kafka brokers with their own options, stopped when the test ends:
+    `broker = kafka_factory(auto_create=False, partitions=3)`."""
+    from pycanal.testing.kafka import PrivateKafka
+
+    servers: list[PrivateKafka] = []
+
+    def start(**kwargs: Any) -> PrivateKafka:
+        server = PrivateKafka(**kwargs)
+        servers.append(server)
+        return server.start()
+
+    yield start
+    for server in reversed(servers):
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """`<repo>/../shared/fixtures/binlog`; a missing directory is an error, never a skip."""
     if not FIXTURES_DIR.is_dir():

@@ -51,8 +51,12 @@ def server(
 
 
 def tail(
-    address: Annotated[str, typer.Option("--address", help="The pycanal or Canal server, HOST:PORT.")],
-    destination: Annotated[str, typer.Option("--destination", help="The destination to subscribe to.")],
+    address: Annotated[
+        str | None, typer.Option("--address", help="The pycanal or Canal server, HOST:PORT.")
+    ] = None,
+    destination: Annotated[
+        str | None, typer.Option("--destination", help="The destination to subscribe to.")
+    ] = None,
     filter_regex: Annotated[
         str, typer.Option("--filter", help="Canal filter regex on schema.table (replaces the instance's).")
     ] = "",
@@ -68,13 +72,32 @@ def tail(
             "--limit", help="Exit after the batch that brings this many row changes (default: never)."
         ),
     ] = None,
+    kafka: Annotated[
+        str | None,
+        typer.Option("--kafka", help="Read Canal's Kafka topic instead: the brokers, HOST:PORT[,...]."),
+    ] = None,
+    topic: Annotated[
+        list[str] | None,
+        typer.Option("--topic", metavar="<str>", help="With --kafka: a topic (repeatable; ^regex too)."),
+    ] = None,
+    group: Annotated[
+        str, typer.Option("--group", help="With --kafka: the consumer group whose offsets it commits.")
+    ] = "pycanal-tail",
 ) -> None:
     """Print a destination's entries in Canal's example-client layout, acking each batch once
-    printed."""
+    printed; with --kafka, the records of Canal's topics (protobuf packets in that layout, flat
+    messages as their JSON), committing the offsets once printed."""
     from pycanal.client import CanalClientError, SimpleConnector
     from pycanal.client.printer import message_lines
     from pycanal.protocol import EntryProtocol_pb2 as pb
 
+    if kafka is not None:
+        _tail_kafka(kafka, topic or [], group, limit)
+        return
+    if address is None:
+        raise CliError("--address: give the server's HOST:PORT (or --kafka HOST:PORT --topic T)")
+    if destination is None:
+        raise CliError("--destination: give the destination's name")
     host, port = checks.address("--address", address)
     if not destination:
         raise CliError("--destination '': give the destination's name")
@@ -107,3 +130,38 @@ def tail(
         raise CliError(f"{host}:{port} destination {destination}: {exc}", code=1) from None
     finally:
         conn.disconnect()
+
+
+def _tail_kafka(brokers: str, topics: list[str], group: str, limit: int | None) -> None:
+    """``pycanal tail --kafka``: Canal's topics printed as ``tail`` prints a destination."""
+    from confluent_kafka import KafkaException
+
+    from pycanal.client.printer import message_lines
+    from pycanal.mq.consumer import KafkaConsumer
+
+    for part in brokers.split(","):
+        checks.address("--kafka", part)
+    if not topics or not all(topics):
+        raise CliError("--topic: give the topic to read (with --kafka)")
+    checks.count("--limit", limit, 1)
+    out = sys.stdout
+    rows = 0
+    try:
+        with KafkaConsumer(brokers, topics, group_id=group) as consumer:
+            for message in consumer.messages():
+                if message.flat is not None:
+                    out.write(message.flat.to_json().decode("utf-8", "replace"))
+                    out.write("\n")
+                else:
+                    for line in message_lines(message.batch_id, message.entries):
+                        out.write(line)
+                        out.write("\n")
+                out.flush()
+                consumer.commit()
+                rows += message.row_count
+                if limit is not None and rows >= limit:
+                    return
+    except BrokenPipeError:
+        raise typer.Exit(0) from None
+    except (KafkaException, ValueError) as exc:
+        raise CliError(f"--kafka {brokers} --topic {','.join(topics)}: {exc}", code=1) from None

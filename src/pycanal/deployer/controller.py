@@ -20,6 +20,9 @@ turned into a running :class:`CanalServerWithEmbedded` (Canal's ``CanalControlle
   ``canal.auto.scan.interval`` seconds; ``add`` → build and add the instance, ``remove`` → stop and
   remove it, ``reload`` → stop it and add one built from the new ``instance.properties`` (what was
   not acknowledged is parsed again from the cursors). :meth:`Deployer.scan_once` runs one scan now.
+* With :meth:`Deployer.attach_mq` (``canal.serverMode = kafka``) every deployed destination also
+  gets an MQ worker (:mod:`pycanal.mq.starter`), as Canal's controller starts and stops its
+  ``CanalMQStarter`` destinations.
 * With :meth:`Deployer.attach_ha` (``pycanal server`` does it when ``canal.zkServers`` is set) the
   destinations are deployed through :class:`pycanal.ha.ServerHA` instead: fenced meta managers,
   started only on the server holding the destination's running node.
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pycanal.config import CanalConfig, ConfigScanner, InstanceConfig, ScanEvent
+from pycanal.deployer.mq import MQ_MODES, mq_destination, mq_filter_transaction_entry
 from pycanal.instance import CanalInstance
 from pycanal.meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, PeriodMixedMetaManager
 from pycanal.parse.eventfilter import EventFilters, FieldFilter
@@ -138,6 +142,9 @@ def build_instance(
     read now)."""
     ic = cfg.instance(destination)
     black = ic["canal.instance.filter.black.regex"] or None
+    filter_transactions = ic["canal.instance.filter.transaction.entry"]
+    if cfg["canal.serverMode"] in MQ_MODES:  # as Canal's MQ starter turns the instances' filter on
+        filter_transactions = filter_transactions or mq_filter_transaction_entry(cfg)
     return CanalInstance(
         destination,
         parser=parser_settings(ic),
@@ -145,7 +152,7 @@ def build_instance(
         meta_manager=meta_manager if meta_manager is not None else build_meta_manager(cfg),
         filter=ic["canal.instance.filter.regex"] or None,
         black_filter=black,
-        sink={"filter_transaction_entry": ic["canal.instance.filter.transaction.entry"]},
+        sink={"filter_transaction_entry": filter_transactions},
     )
 
 
@@ -171,6 +178,7 @@ class Deployer:
         self.auto_scan: bool = bool(self.config["canal.auto.scan"])
         self.scanner: ConfigScanner | None = None
         self.ha: Any = None
+        self.mq: Any = None
         self._lock = threading.RLock()
         self._running = False
 
@@ -181,6 +189,14 @@ class Deployer:
         if self._running:
             raise RuntimeError("attach HA before the deployer starts")
         self.ha = ha
+
+    def attach_mq(self, starter: Any) -> None:
+        """Send every destination to an MQ (a :class:`pycanal.mq.starter.MQStarter` over
+        ``self.server``): each deployed destination gets a worker with its ``canal.mq.*`` settings,
+        a removed one loses it, a reloaded one gets the new settings. Call before :meth:`start`."""
+        if self._running:
+            raise RuntimeError("attach the MQ starter before the deployer starts")
+        self.mq = starter
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -217,6 +233,8 @@ class Deployer:
             self._running = False
         if scanner is not None:
             scanner.stop()
+        if self.mq is not None:  # no worker may get from a stopping instance
+            self.mq.stop()
         if self.ha is not None:
             self.ha.stop()
         self.server.stop()
@@ -229,16 +247,21 @@ class Deployer:
 
     # ------------------------------------------------------------------ instances
     def _add(self, destination: str) -> CanalInstance:
+        mq_config = mq_destination(self.config.instance(destination)) if self.mq is not None else None
         if self.ha is not None:
             meta = self.ha.meta_manager(destination)
             instance = self.ha.deploy(build_instance(self.config, destination, meta_manager=meta))
         else:
             instance = build_instance(self.config, destination)
             self.server.add_instance(instance, lazy=is_lazy(self.config, destination))
+        if mq_config is not None:
+            self.mq.start_destination(destination, mq_config)
         log.info("destination %s deployed", destination)
         return instance
 
     def _remove(self, destination: str) -> None:
+        if self.mq is not None:
+            self.mq.stop_destination(destination)
         if self.ha is not None:
             self.ha.unwatch(destination)
         if destination in self.server.destinations:

@@ -3,7 +3,9 @@
 Canal's ``CanalLauncher`` + ``CanalController``: the :class:`Deployer` builds the embedded server
 and its instances (with auto-scan), :class:`CanalTcpServer` serves Canal's protocol on
 ``canal.ip:canal.port`` (``canal.user``/``canal.passwd``), and ``canal.metrics.pull.port`` serves
-the Prometheus metrics. ``canal.serverMode`` must be ``tcp``: the MQ modes are not built. With
+the Prometheus metrics. With ``canal.serverMode = kafka`` there is no TCP server (Canal sets
+``canal.withoutNetty``): every destination is sent to Kafka by the MQ starter
+(:mod:`pycanal.mq.starter`, :mod:`pycanal.mq.producer`); the other MQ modes are not built. With
 ``canal.zkServers`` the destinations run under ZooKeeper HA (:mod:`pycanal.ha`): this server
 registers as ``canal.register.ip`` (else ``canal.ip``, else the host's IP) and ``canal.port``,
 and serves a destination only while it holds the destination's running node.
@@ -24,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pycanal.deployer.controller import Deployer
+from pycanal.deployer.mq import MQ_MODES, kafka_config, mq_destination, mq_options
 from pycanal.server.metrics import serve_metrics
 from pycanal.server.tcp import CanalTcpServer
 
@@ -58,11 +61,13 @@ class CanalLauncher:
     ) -> None:
         self.deployer = Deployer(conf_dir, overrides=overrides, environ=environ)
         cfg = self.deployer.config
-        if cfg["canal.serverMode"] != "tcp":
+        self.mode: str = cfg["canal.serverMode"]
+        if self.mode != "tcp" and self.mode not in MQ_MODES:
             raise LauncherError(
-                f"canal.serverMode={cfg['canal.serverMode']} is not supported by pycanal (only tcp)"
+                f"canal.serverMode={self.mode} is not supported by pycanal (tcp or {', '.join(MQ_MODES)})"
             )
         self.tcp: CanalTcpServer | None = None
+        self.mq: Any = None
         self.metrics: Any = None
         self.zk: Any = None
         self.session_timeout = session_timeout
@@ -92,19 +97,47 @@ class CanalLauncher:
         self.deployer.attach_ha(ha)
         ha.start()
 
-    def start(self) -> CanalLauncher:
+    def _attach_mq(self) -> None:
+        """The Kafka MQ starter; the producer settings are checked now (a bad ``kafka.*`` key stops
+        the start), the broker is first asked when a destination sends."""
+        from pycanal.mq.producer import KafkaSender, ProducerConfigError
+        from pycanal.mq.starter import MQStarter
+
         cfg = self.config
         try:
-            # TCP first: once HA registers this server, clients may come at once.
-            host = cfg["canal.ip"] or "0.0.0.0"
-            with _listening("canal.port", host, cfg["canal.port"]):
-                self.tcp = CanalTcpServer(
-                    self.deployer.server,
-                    host=host,
-                    port=cfg["canal.port"],
-                    user=cfg["canal.user"] or None,
-                    passwd=cfg["canal.passwd"] or None,
-                ).start()
+            config = kafka_config(cfg)
+            KafkaSender(config).close(0)
+        except ProducerConfigError as exc:
+            raise LauncherError(str(exc)) from None
+        for destination in cfg.destinations:  # every destination's canal.mq.* keys, before any starts
+            mq_destination(cfg.instance(destination))
+        self.mq = MQStarter(
+            self.deployer.server,
+            {},
+            mq_options(cfg),
+            lambda _destination: KafkaSender(config),
+            batch_size=cfg["canal.mq.canalBatchSize"],
+            get_timeout_ms=cfg["canal.mq.canalGetTimeout"],
+        )
+        self.deployer.attach_mq(self.mq)
+        log.info("event=mq-producer mode=%s bootstrap=%s", self.mode, config.get("bootstrap.servers"))
+
+    def start(self) -> CanalLauncher:
+        cfg = self.config
+        host = cfg["canal.ip"] or "0.0.0.0"
+        try:
+            if self.mode in MQ_MODES:
+                self._attach_mq()
+            else:
+                # TCP first: once HA registers this server, clients may come at once.
+                with _listening("canal.port", host, cfg["canal.port"]):
+                    self.tcp = CanalTcpServer(
+                        self.deployer.server,
+                        host=host,
+                        port=cfg["canal.port"],
+                        user=cfg["canal.user"] or None,
+                        passwd=cfg["canal.passwd"] or None,
+                    ).start()
             port = cfg["canal.metrics.pull.port"]
             if port:  # both ports before any instance starts: a port in use stops nothing but this
                 stats = getattr(self.tcp, "client_stats", None)
@@ -117,9 +150,9 @@ class CanalLauncher:
             self.stop()
             raise
         log.info(
-            "event=server-started address=%s:%d destinations=%s",
-            self.tcp.host,
-            self.tcp.port,
+            "event=server-started mode=%s address=%s destinations=%s",
+            self.mode,
+            f"{self.tcp.host}:{self.tcp.port}" if self.tcp is not None else "-",
             ",".join(self.deployer.destinations),
         )
         return self

@@ -1,0 +1,88 @@
+"""A conf dir's MQ settings as the MQ layer's values (Canal's ``CanalStarter.buildMQProperties`` and
+the instance's ``CanalMQConfig``), and the MQ starter of a deployed server.
+
+* :func:`mq_options`: ``canal.mq.flatMessage``, ``canal.mq.database.hash`` and the transaction-entry
+  filter, which in an MQ mode is on unless ``canal.instance.filter.transaction.entry`` is set in
+  canal.properties (Canal's MQ default; its TCP default is off).
+* :func:`mq_destination`: one destination's ``canal.mq.topic`` and routing keys; a malformed
+  ``canal.mq.partitionHash`` / ``dynamicTopic`` / ``dynamicTopicPartitionNum`` is a
+  :class:`~pycanal.config.ConfigError` naming the destination and the key.
+* :func:`kafka_config`: the producer's librdkafka configuration from the ``kafka.*`` keys (and the
+  <= 1.1.4 ``canal.mq.*`` names), where canal.properties, overrides or the environment set them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pycanal.config import CanalConfig, ConfigError, InstanceConfig
+from pycanal.mq.producer import CANAL_KAFKA_DEFAULTS, producer_config
+from pycanal.mq.rules import match_topic, parse_partition_hash, topic_partitions
+from pycanal.mq.settings import LEGACY_KAFKA_KEYS, MQDestination, MQOptions, kafka_properties
+
+__all__ = ["MQ_MODES", "kafka_config", "mq_destination", "mq_options"]
+
+MQ_MODES = ("kafka",)
+"""The ``canal.serverMode`` values pycanal serves besides ``tcp``."""
+
+_FILTER_KEY = "canal.instance.filter.transaction.entry"
+
+
+def mq_filter_transaction_entry(cfg: CanalConfig) -> bool:
+    """Canal's ``MQProperties.filterTransactionEntry``: the canal.properties value, else on."""
+    if cfg.server.lookup(_FILTER_KEY) is None:
+        return True
+    return bool(cfg[_FILTER_KEY])
+
+
+def mq_options(cfg: CanalConfig) -> MQOptions:
+    return MQOptions(
+        flat_message=bool(cfg["canal.mq.flatMessage"]),
+        database_hash=bool(cfg["canal.mq.database.hash"]),
+        filter_transaction_entry=mq_filter_transaction_entry(cfg),
+    )
+
+
+def mq_destination(ic: InstanceConfig) -> MQDestination:
+    dest = MQDestination(
+        topic=ic["canal.mq.topic"] or None,
+        partition=ic["canal.mq.partition"],
+        partitions_num=ic["canal.mq.partitionsNum"],
+        partition_hash=ic["canal.mq.partitionHash"] or None,
+        dynamic_topic=ic["canal.mq.dynamicTopic"] or None,
+        dynamic_topic_partition_num=ic["canal.mq.dynamicTopicPartitionNum"] or None,
+    )
+    checks: list[tuple[str, str | None, Any]] = [
+        ("canal.mq.partitionHash", dest.partition_hash, parse_partition_hash),
+        ("canal.mq.dynamicTopic", dest.dynamic_topic, lambda v: match_topic("a.b", v)),
+        (
+            "canal.mq.dynamicTopicPartitionNum",
+            dest.dynamic_topic_partition_num,
+            lambda v: topic_partitions("t", v),
+        ),
+    ]
+    for key, value, parse in checks:
+        if value:
+            try:
+                parse(value)
+            except Exception as exc:  # noqa: BLE001 - any parse failure is the key's fault
+                src = ic.source(key)
+                raise ConfigError(
+                    f"destination {ic.destination}: {src}: {key}={value!r}: {exc}", key=key, source=src
+                ) from None
+    if not dest.topic and not dest.dynamic_topic:
+        src = ic.source("canal.mq.topic")
+        raise ConfigError(
+            f"destination {ic.destination}: canal.mq.topic is not set (nor canal.mq.dynamicTopic)",
+            key="canal.mq.topic",
+            source=src,
+        )
+    return dest
+
+
+def kafka_config(cfg: CanalConfig) -> dict[str, str]:
+    """librdkafka's configuration (see :func:`pycanal.mq.producer.producer_config`)."""
+    names = {key for key in cfg.server.keys_set() if key.startswith("kafka.")}
+    names |= {f"kafka.{key}" for key in CANAL_KAFKA_DEFAULTS} | set(LEGACY_KAFKA_KEYS)
+    values = {key: raw for key in sorted(names) if (raw := cfg.server.raw(key)) is not None}
+    return producer_config(kafka_properties(values))

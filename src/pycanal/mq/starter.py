@@ -1,0 +1,254 @@
+"""Canal's ``CanalMQStarter``: every destination's store batches sent to the broker, at least once.
+
+One worker thread per destination, subscribed to the embedded server as client 1001 with no filter.
+The loop: ``get_without_ack(canal.mq.canalBatchSize, canal.mq.canalGetTimeout ms)``, the batch's
+records (:func:`pycanal.mq.records.build_records`), every record sent and its delivery awaited, then
+``ack``. When building or sending fails, the batch is rolled back, so the store hands the same
+entries out again under a new batch id and they are sent again: a record may reach the broker twice
+(at-least-once, as Canal), never zero times, because nothing is acked before every record of its
+batch is delivered.
+
+Beyond Canal (whose worker logs the stack trace and fetches again at once: alibaba/canal#3533): each
+failure is one log line naming the destination and the topic, and the next try waits, doubling from
+``retry_initial`` up to ``retry_max`` seconds, reset by the next delivered batch. A destination whose
+instance is not running here (a lazy one, or one another server holds under HA) is waited for, as
+Canal's worker does.
+
+The server and the sender are passed in (:class:`MQServer`, :class:`Sender`), so this module
+imports no server and no Kafka client.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pycanal.meta import ClientIdentity
+
+from .records import Record, build_records
+from .settings import MQDestination, MQOptions
+
+__all__ = ["MQ_CLIENT_ID", "MQServer", "MQStarter", "Sender", "WorkerStats"]
+
+log = logging.getLogger(__name__)
+
+MQ_CLIENT_ID = 1001
+"""The client id every MQ worker subscribes with (Canal's)."""
+
+
+class MQServer(Protocol):
+    """What a worker needs of :class:`~pycanal.server.embedded.CanalServerWithEmbedded`."""
+
+    def is_start(self, destination: str | None = None) -> bool: ...
+    def subscribe(self, client: ClientIdentity) -> None: ...
+    def get_without_ack(
+        self, client: ClientIdentity, batch_size: int, timeout: float | None = ..., unit: Any = ...
+    ) -> Any: ...
+    def ack(self, client: ClientIdentity, batch_id: int) -> None: ...
+    def rollback(self, client: ClientIdentity, batch_id: int | None = ...) -> None: ...
+
+
+class Sender(Protocol):
+    """A producer edge: :meth:`send` returns only when the broker acknowledged every record."""
+
+    def send(self, records: Sequence[Record]) -> None: ...
+    def abort(self) -> None: ...
+    def close(self, timeout: float = ...) -> None: ...
+
+
+Builder = Callable[[int, Sequence[Any], bool, MQDestination, MQOptions, int], list[Record]]
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    """What a destination's worker did so far (for logs, metrics and tests)."""
+
+    batches: int = 0
+    entries: int = 0
+    records: int = 0
+    failures: int = 0
+    last_error: str | None = None
+
+
+class _Worker(threading.Thread):
+    def __init__(self, starter: MQStarter, destination: str, config: MQDestination) -> None:
+        super().__init__(name=f"mq-{destination}", daemon=True)
+        self.starter = starter
+        self.destination = destination
+        self.config = config
+        self.client = ClientIdentity(destination, MQ_CLIENT_ID, "")
+        self.stats = WorkerStats()
+        self.stopping = threading.Event()
+        self.sender: Sender | None = None
+        self._delay = 0.0
+
+    def run(self) -> None:
+        starter = self.starter
+        try:
+            while not self.stopping.is_set():
+                if not starter.server.is_start(self.destination):
+                    self.stopping.wait(0.1)  # not started here yet (lazy, or held by another server)
+                    continue
+                try:
+                    if self.sender is None:
+                        self.sender = starter.sender_factory(self.destination)
+                    starter.server.subscribe(self.client)
+                    log.info(
+                        "event=mq-worker-started destination=%s client=%s", self.destination, self.client
+                    )
+                    self._loop()
+                except Exception as exc:  # noqa: BLE001 - the worker must outlive any one failure
+                    if not starter.server.is_start(self.destination):  # stopped here (HA, reload)
+                        log.info("event=mq-worker-waiting destination=%s", self.destination)
+                        continue
+                    self._failed(None, exc)
+        finally:
+            if self.sender is not None:
+                try:
+                    self.sender.close()
+                except Exception:  # noqa: BLE001
+                    log.debug("closing the %s sender failed", self.destination, exc_info=True)
+
+    def _loop(self) -> None:
+        starter, server, client = self.starter, self.starter.server, self.client
+        timeout = starter.get_timeout_ms / 1000.0 if starter.get_timeout_ms > 0 else None
+        while not self.stopping.is_set():
+            message = server.get_without_ack(client, starter.batch_size, timeout)
+            if message.id == -1 or not message.entries:
+                if timeout is None:
+                    self.stopping.wait(0.1)  # a try-get found nothing: do not spin
+                continue
+            try:
+                ts = int(time.time() * 1000)
+                records = starter.builder(
+                    message.id, message.entries, message.raw, self.config, starter.options, ts
+                )
+                assert self.sender is not None
+                self.sender.send(records)
+            except Exception as exc:  # noqa: BLE001
+                self._rollback(message.id)
+                if self.stopping.is_set():
+                    return  # stopped mid-send: rolled back, nothing to report
+                self._failed(_failure_topic(exc, self.config), exc)
+                continue
+            server.ack(client, message.id)
+            self.stats.batches += 1
+            self.stats.entries += len(message.entries)
+            self.stats.records += len(records)
+            if self._delay:
+                log.info("event=mq-send-recovered destination=%s batch=%d", self.destination, message.id)
+                self._delay = 0.0
+
+    def _rollback(self, batch_id: int) -> None:
+        try:
+            self.starter.server.rollback(self.client, batch_id)
+        except Exception:  # noqa: BLE001 - the next subscribe starts again from the cursor anyway
+            log.warning(
+                "event=mq-rollback-failed destination=%s batch=%d", self.destination, batch_id, exc_info=True
+            )
+
+    def _failed(self, topic: str | None, exc: BaseException) -> None:
+        starter = self.starter
+        self._delay = min(starter.retry_max, self._delay * 2 if self._delay else starter.retry_initial)
+        self.stats.failures += 1
+        self.stats.last_error = str(exc)
+        log.error(
+            "event=mq-send-failed destination=%s topic=%s attempt=%d retry_in=%gs error=%s",
+            self.destination,
+            topic or "-",
+            self.stats.failures,
+            self._delay,
+            exc,
+        )
+        self.stopping.wait(self._delay)
+
+
+def _failure_topic(exc: BaseException, config: MQDestination) -> str | None:
+    """The topic a failure concerns: the sender's, else the destination's ``canal.mq.topic``."""
+    topic = getattr(exc, "topic", None)
+    return topic or config.topic or config.dynamic_topic
+
+
+class MQStarter:
+    """The MQ workers of a server (see the module docstring).
+
+    Parameters:
+        server: the embedded server whose destinations are sent.
+        destinations: each destination's MQ settings (``canal.mq.topic`` and the routing keys).
+        options: ``canal.mq.flatMessage``, ``database.hash`` and the transaction-entry filter.
+        sender_factory: a destination's name -> its :class:`Sender` (made in the worker thread, again
+            after a failure to make one).
+        batch_size: ``canal.mq.canalBatchSize``.
+        get_timeout_ms: ``canal.mq.canalGetTimeout``; <= 0: a try-get, with a 100 ms pause when empty.
+        retry_initial, retry_max: the wait after the first failure and its bound (seconds).
+        builder: the records of a batch (:func:`~pycanal.mq.records.build_records`).
+    """
+
+    def __init__(
+        self,
+        server: MQServer,
+        destinations: Mapping[str, MQDestination],
+        options: MQOptions,
+        sender_factory: Callable[[str], Sender],
+        *,
+        batch_size: int = 50,
+        get_timeout_ms: int = 100,
+        retry_initial: float = 0.5,
+        retry_max: float = 30.0,
+        builder: Builder = build_records,
+    ) -> None:
+        self.server = server
+        self.destinations = dict(destinations)
+        self.options = options
+        self.sender_factory = sender_factory
+        self.batch_size = batch_size
+        self.get_timeout_ms = get_timeout_ms
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
+        self.builder = builder
+        self.workers: dict[str, _Worker] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> MQStarter:
+        for destination in self.destinations:
+            self.start_destination(destination)
+        return self
+
+    def start_destination(self, destination: str, config: MQDestination | None = None) -> None:
+        """Start (or restart, with new settings) one destination's worker."""
+        with self._lock:
+            if config is not None:
+                self.destinations[destination] = config
+            self._stop_worker(destination)
+            worker = _Worker(self, destination, self.destinations[destination])
+            self.workers[destination] = worker
+            worker.start()
+
+    def stop_destination(self, destination: str) -> None:
+        with self._lock:
+            self._stop_worker(destination)
+            self.destinations.pop(destination, None)
+
+    def _stop_worker(self, destination: str, timeout: float = 30.0) -> None:
+        worker = self.workers.pop(destination, None)
+        if worker is None:
+            return
+        worker.stopping.set()
+        if worker.sender is not None:
+            worker.sender.abort()  # a send waiting for an unreachable broker fails now
+        worker.join(timeout)
+        if worker.is_alive():
+            log.warning("event=mq-worker-stuck destination=%s", destination)
+
+    def stop(self) -> None:
+        with self._lock:
+            for destination in list(self.workers):
+                self._stop_worker(destination)
+
+    def stats(self) -> dict[str, WorkerStats]:
+        with self._lock:
+            return {name: worker.stats for name, worker in self.workers.items()}
