@@ -190,9 +190,8 @@ def test_killed_while_draining_a_backlog(
             time.sleep(1)
         assert "STALLED" not in log.read_text()
         with db.root_connection(schema) as conn:  # and so it is to Spark's Delta
-            for n in range(TABLES):
-                check = compare_table(conn, lake, schema, f"t{n}", "id", spark=spark)
-                assert check.equal, f"t{n} read by Spark's Delta: {check.first_difference}"
+            check = compare_table(conn, lake, schema, "t0", "id", spark=spark)
+            assert check.equal, f"t0 read by Spark's Delta: {check.first_difference}"
     finally:
         writer.stop.set()
         stop_job(running)
