@@ -161,30 +161,34 @@ elif out="$(.venv/bin/python -m pycanal.spark.session 2>.venv/.delta-fetch.log)"
 else
     log "WARNING: Delta Lake for Spark could not be fetched (.venv/.delta-fetch.log says why)"
 fi
+# maven_jars NAME POM HOME: the dependencies of POM copied by Maven into HOME/lib; a no-op while the
+# pom's sha256 matches the stamp there.
+maven_jars() {
+    local name="$1" pom="$2" home="$3" want
+    want="$(sha256sum "$pom" | cut -d' ' -f1)"
+    if [ "$want" = "$(cat "$home/lib/.pycanal-pom-sha256" 2>/dev/null || true)" ]; then
+        log "$name jars up to date in $home/lib"
+        return
+    fi
+    command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || apt_install maven openjdk-17-jdk-headless
+    mkdir -p "$home"
+    rm -rf "$home/lib.new"
+    if mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$home/lib.new" >"$home/mvn.log" 2>&1; then
+        echo "$want" >"$home/lib.new/.pycanal-pom-sha256"
+        rm -rf "$home/lib"
+        mv "$home/lib.new" "$home/lib"
+        log "$name jars copied to $home/lib ($(du -sh "$home/lib" | cut -f1))"
+    else
+        log "WARNING: mvn could not fetch $name ($home/mvn.log says why); its tests will fail"
+    fi
+}
 # ---------------------------------------------------------------------------- Alibaba Canal (Java)
 # pycanal.testing.canal.PrivateCanal runs the real Canal server beside pycanal, as the reference. Its jars
 # come from Maven Central (scripts/canal/pom.xml: 1.1.7, the newest whose server is there) into
-# $PYCANAL_CANAL_HOME/lib; a no-op while the pom's sha256 matches the stamp there.
+# $PYCANAL_CANAL_HOME/lib (maven_jars).
 CANAL_VERSION="$(sed -n 's:.*<canal.version>\(.*\)</canal.version>.*:\1:p' scripts/canal/pom.xml)"
 CANAL_HOME="${PYCANAL_CANAL_HOME:-$HOME/.cache/pycanal/canal-$CANAL_VERSION}"
-CANAL_STAMP="$CANAL_HOME/lib/.pycanal-pom-sha256"
-want="$(sha256sum scripts/canal/pom.xml | cut -d' ' -f1)"
-if [ "$want" = "$(cat "$CANAL_STAMP" 2>/dev/null || true)" ]; then
-    log "canal: $CANAL_VERSION jars up to date in $CANAL_HOME/lib"
-else
-    command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || apt_install maven openjdk-17-jdk-headless
-    mkdir -p "$CANAL_HOME"
-    rm -rf "$CANAL_HOME/lib.new"
-    if mvn -q -B -f scripts/canal/pom.xml dependency:copy-dependencies -DoutputDirectory="$CANAL_HOME/lib.new" \
-        >"$CANAL_HOME/mvn.log" 2>&1; then
-        echo "$want" >"$CANAL_HOME/lib.new/.pycanal-pom-sha256"
-        rm -rf "$CANAL_HOME/lib"
-        mv "$CANAL_HOME/lib.new" "$CANAL_HOME/lib"
-        log "canal: $CANAL_VERSION jars copied to $CANAL_HOME/lib ($(du -sh "$CANAL_HOME/lib" | cut -f1))"
-    else
-        log "WARNING: mvn could not fetch Canal $CANAL_VERSION ($CANAL_HOME/mvn.log says why); Canal's tests will fail"
-    fi
-fi
+maven_jars "canal: $CANAL_VERSION" scripts/canal/pom.xml "$CANAL_HOME"
 # Canal's Kafka producer for its MQ mode (canal.serverMode = kafka), loaded by Canal from plugin/ and not from
 # its classpath: connector.kafka's jar-with-dependencies (kafka-clients 2.4 inside) into $CANAL_HOME/plugin.
 CANAL_KAFKA_PLUGIN="com.alibaba.otter:connector.kafka:$CANAL_VERSION:jar:jar-with-dependencies"
@@ -205,25 +209,8 @@ fi
 # ---------------------------------------------------------------------------- Apache Kafka (Java)
 # pycanal.testing.kafka.PrivateKafka runs a real broker (KRaft, one node) for canal.serverMode = kafka. Its
 # jars come from Maven Central (scripts/kafka/pom.xml) into $PYCANAL_KAFKA_HOME/lib, the same way as
-# Canal's above; a no-op while the pom's sha256 matches the stamp there.
+# Canal's above (maven_jars).
 KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)"
 KAFKA_HOME="${PYCANAL_KAFKA_HOME:-$HOME/.cache/pycanal/kafka-$KAFKA_VERSION}"
-KAFKA_STAMP="$KAFKA_HOME/lib/.pycanal-pom-sha256"
-want="$(sha256sum scripts/kafka/pom.xml | cut -d' ' -f1)"
-if [ "$want" = "$(cat "$KAFKA_STAMP" 2>/dev/null || true)" ]; then
-    log "kafka: $KAFKA_VERSION jars up to date in $KAFKA_HOME/lib"
-else
-    command -v mvn >/dev/null 2>&1 && command -v java >/dev/null 2>&1 || apt_install maven openjdk-17-jdk-headless
-    mkdir -p "$KAFKA_HOME"
-    rm -rf "$KAFKA_HOME/lib.new"
-    if mvn -q -B -f scripts/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory="$KAFKA_HOME/lib.new" \
-        >"$KAFKA_HOME/mvn.log" 2>&1; then
-        echo "$want" >"$KAFKA_HOME/lib.new/.pycanal-pom-sha256"
-        rm -rf "$KAFKA_HOME/lib"
-        mv "$KAFKA_HOME/lib.new" "$KAFKA_HOME/lib"
-        log "kafka: $KAFKA_VERSION jars copied to $KAFKA_HOME/lib ($(du -sh "$KAFKA_HOME/lib" | cut -f1))"
-    else
-        log "WARNING: mvn could not fetch Kafka $KAFKA_VERSION ($KAFKA_HOME/mvn.log says why); Kafka's tests will fail"
-    fi
-fi
+maven_jars "kafka: $KAFKA_VERSION" scripts/kafka/pom.xml "$KAFKA_HOME"
 log "ready"
