@@ -34,7 +34,7 @@ def entry_bytes(entry: bytes | pb.Entry) -> bytes:
 
 def raw_packet_bytes(batch_id: int, entries: Sequence[bytes]) -> bytes:
     """The raw shape, for entries as stored."""
-    return b"".join(messages_packet_parts(batch_id, entries))
+    return b"".join(messages_packet_parts(batch_id, entries)[0])
 
 
 def entries_packet_bytes(entries: Sequence[bytes], filter_transaction_entry: bool) -> bytes:

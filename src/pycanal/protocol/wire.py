@@ -94,10 +94,10 @@ _ENTRY_PREFIX = [b"\x12" + encode_varint(n) for n in range(1 << 14)]
 _MESSAGES_HEAD = bytes((0x18, cp.MESSAGES, 0x2A))
 
 
-def messages_packet_parts(batch_id: int, entries: Sequence[bytes]) -> list[bytes]:
+def messages_packet_parts(batch_id: int, entries: Sequence[bytes]) -> tuple[list[bytes], int]:
     """``Packet{type=MESSAGES, body=Messages{batch_id, messages}}`` of serialized entries, as
-    parts to join: ``b"".join(parts)`` is the packet, and ``parts[0]`` is empty, room for a frame
-    header (the TCP protocol's length) without copying the batch once more.
+    parts to join, and the packet's length: ``b"".join(parts)`` is the packet, and ``parts[0]`` is
+    empty, room for a frame header (the TCP protocol's length) without copying the batch once more.
 
     Byte for byte what protobuf writes, except that ``batch_id`` is written even when 0; no
     ``version`` (Canal's raw path, on the TCP wire and in MQ records alike)."""
@@ -114,7 +114,7 @@ def messages_packet_parts(batch_id: int, entries: Sequence[bytes]) -> list[bytes
     parts[2] = head
     body_len = len(head) + sum(lengths) + sum(map(len, prefixes))
     parts[1] = _MESSAGES_HEAD + encode_varint(body_len)
-    return parts
+    return parts, len(parts[1]) + body_len
 
 
 # ------------------------------------------------------------------ reading

@@ -278,8 +278,7 @@ def encode_heartbeat(send_timestamp: int, start_timestamp: int) -> bytes:
 def encode_messages(batch_id: int, entries: Sequence[bytes]) -> bytes:
     """A framed MESSAGES packet of already serialized entries, written without re-encoding them
     (:func:`pycanal.protocol.wire.messages_packet_parts`)."""
-    parts = messages_packet_parts(batch_id, entries)
-    total = sum(map(len, parts))
+    parts, total = messages_packet_parts(batch_id, entries)
     if total > _MAX_LENGTH:
         raise WireError(
             f"batch {batch_id} of {len(entries)} entries needs a frame of {total} bytes, over 2 GiB"
