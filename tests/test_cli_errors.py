@@ -1,7 +1,8 @@
 """Every command with a wrong value for each option that takes a path, an address, a number, a
 regex or a name, run as a user runs it (a subprocess): a non-zero exit, nothing on stdout, one
 line on stderr naming the option (or file) and the value, a password never shown, and nothing
-left behind in the working directory or next to the paths given."""
+left behind in the working directory or next to the paths given. A pipeline refuses its options
+with pyspark not importable: before anything of Spark is loaded."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARN
 
 # A closed port: nothing listens on it while the suite runs.
 REFUSED = "127.0.0.1:1"
+# A pipeline with a snapshot source: every snapshot option applies.
+SNAPSHOT = [
+    "pipeline",
+    "--lake",
+    "{tmp}/lake",
+    "--address",
+    REFUSED,
+    "--source",
+    REFUSED,
+    "--filter",
+    "shop\\..*",
+]
 
 # (command line, text the one line contains, exit code); {tmp} is the test's own directory.
 CASES: list[tuple[list[str], str, int]] = [
@@ -160,17 +173,57 @@ CASES: list[tuple[list[str], str, int]] = [
     ),
     (
         ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--source", REFUSED],
-        "--source needs --filter",
+        f"--source '{REFUSED}': needs --filter",
+        2,
+    ),
+    (
+        [
+            "pipeline",
+            "--lake",
+            "{tmp}/lake",
+            "--address",
+            REFUSED,
+            "--snapshot",
+            "initial",
+            "--source",
+            REFUSED,
+        ],
+        "needs --filter: the tables a snapshot may read",
         2,
     ),
     (
         ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--snapshot-chunk-rows", "0"],
-        "--snapshot-chunk-rows 0: must be at least 1",
+        "--snapshot-chunk-rows 0: must be from 1 to 2147483647",
         2,
     ),
     (
         ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--snapshot-parallelism", "0"],
-        "--snapshot-parallelism 0: must be at least 1",
+        "--snapshot-parallelism 0: must be from 1 to 2147483647",
+        2,
+    ),
+    (
+        [*SNAPSHOT, "--snapshot-parallelism", "2147483648"],
+        "--snapshot-parallelism 2147483648: must be from 1 to 2147483647",
+        2,
+    ),
+    (
+        [*SNAPSHOT, "--snapshot-server-ids", "7-8"],
+        "--snapshot-server-ids '7-8': 2 ids, fewer than --snapshot-parallelism (4)",
+        2,
+    ),
+    (
+        [*SNAPSHOT, "--snapshot-parallelism", "1001"],
+        "--snapshot-server-ids '5400-6399': 1000 ids, fewer than --snapshot-parallelism (1001)",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--snapshot-chunk-rows", "10"],
+        "--snapshot-chunk-rows: needs --source",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--source-password", SECRET],
+        "--source-password: needs --source",
         2,
     ),
     (
@@ -183,23 +236,59 @@ CASES: list[tuple[list[str], str, int]] = [
         "--snapshot-server-ids '9-1': expected LOW-HIGH",
         2,
     ),
+    (["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--trigger", "1 s"], "--trigger '1 s'", 2),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--trigger", "2 min"],
+        "--trigger '2 min'",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--trigger", "1.5 minutes"],
+        "--trigger '1.5 minutes'",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--master", "local[0]"],
+        "--master 'local[0]': local[N] runs N threads",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--master", "mesos://m:5050"],
+        "--master 'mesos://m:5050': expected a Spark master URL",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--master", "spark://m:70000"],
+        "--master 'spark://m:70000': a port from 1 to 65535",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--master", "yarn"],
+        "--master 'yarn': needs HADOOP_CONF_DIR or YARN_CONF_DIR",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--driver-java-options", "-Xmx4g"],
+        "--driver-java-options '-Xmx4g': Spark refuses -Xmx4g",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--driver-java-options", "Xss4m"],
+        "--driver-java-options 'Xss4m': 'Xss4m' is not a JVM flag",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--driver-java-options", "-Dx='a b"],
+        "no closing quotation",
+        2,
+    ),
     (
         ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--class-archive", "{tmp}/no.jsa"],
         "--class-archive '{tmp}/no.jsa': class archive {tmp}/no.jsa: no such file",
         2,
     ),
     (
-        [
-            "pipeline",
-            "--lake",
-            "{tmp}/lake",
-            "--address",
-            REFUSED,
-            "--source-password",
-            SECRET,
-            "--trigger",
-            "x",
-        ],
+        [*SNAPSHOT, "--source-password", SECRET, "--trigger", "x"],
         "--trigger 'x'",
         2,
     ),
@@ -255,16 +344,34 @@ def tmp(tmp_path: Path, busy: socket.socket) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="module")
+def no_pyspark(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A directory whose ``pyspark`` fails to import: put first on a pipeline's path, it shows
+    that the pipeline's options are refused before anything of Spark is loaded."""
+    root = tmp_path_factory.mktemp("no-pyspark")
+    (root / "pyspark").mkdir()
+    (root / "pyspark" / "__init__.py").write_text(
+        'raise ImportError("pyspark imported before the options were checked")\n'
+    )
+    return str(root)
+
+
 def _tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
 @pytest.mark.parametrize(("args", "expected", "code"), CASES, ids=[" ".join(c[0][:4]) for c in CASES])
-def test_one_line(tmp: Path, busy: socket.socket, args: list[str], expected: str, code: int) -> None:
+def test_one_line(
+    tmp: Path, busy: socket.socket, no_pyspark: str, args: list[str], expected: str, code: int
+) -> None:
     fill = {"tmp": str(tmp), "busy": str(busy.getsockname()[1])}
     argv = [a.format(**fill) for a in args]
     before = _tree(tmp)
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if argv[0] == "pipeline":  # no Spark: pyspark cannot even be imported, nor a cluster's conf found
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [no_pyspark, env.get("PYTHONPATH")]))
+        for name in ("HADOOP_CONF_DIR", "YARN_CONF_DIR"):
+            env.pop(name, None)
     done = subprocess.run(
         [sys.executable, "-m", "pycanal.cli", *argv],
         capture_output=True,

@@ -276,13 +276,13 @@ def test_a_column_type_the_snapshot_cannot_read_is_an_error_naming_it():
 def test_an_executor_keeps_its_source_connection_and_replaces_a_broken_one(db):
     """``format('canal')``'s chunk reads share one connection per Python worker: kept after a read,
     replaced when the source killed it, closed (not kept) when a read failed."""
-    from pycanal.spark.snapshot import _source, snapshot_options
+    from pycanal.spark.canal_options import snapshot_options
+    from pycanal.spark.snapshot import _source
 
     p = db.repl_params()
     opts = snapshot_options(
         {"snapshot": "initial", "source": f"{p['host']}:{p['port']}", "sourceuser": p["user"],
-         "sourcepassword": p["password"], "filter": f"{SCHEMA}\\..*"},
-        lambda options, name, default: default,
+         "sourcepassword": p["password"], "filter": f"{SCHEMA}\\..*"}
     )  # fmt: skip
     with _source(opts) as first:
         first.query("SELECT 1")
@@ -442,21 +442,23 @@ def test_the_source_url_quotes_the_account():
 
 
 def test_the_reader_options():
-    from pycanal.spark.snapshot import snapshot_options
+    from pycanal.spark.canal_options import snapshot_options
 
     def opts(**extra):
-        base = {"snapshot": "initial", "source": "h:1", "filter": "d\\..*"}
-        return snapshot_options({**base, **extra}, lambda o, name, default: int(o.get(name.lower(), default)))
+        return snapshot_options({"snapshot": "initial", "source": "h:1", "filter": "d\\..*", **extra})
 
     assert (opts().reader, opts().server_ids) == ("connectorx", range(5400, 6400))
     assert opts(snapshotserverids="7", snapshotparallelism="1").server_ids == range(7, 8)
     assert opts(snapshotreader="PyMySQL", snapshotserverids="7").reader == "pymysql"
-    with pytest.raises(ValueError, match="fewer ids than snapshotParallelism"):
+    with pytest.raises(ValueError, match="'10-12': 3 ids, fewer than option snapshotParallelism"):
         opts(snapshotserverids="10-12", snapshotparallelism="4")
-    with pytest.raises(ValueError, match="snapshotReader must be"):
+    with pytest.raises(ValueError, match="option snapshotReader 'jdbc': must be one of"):
         opts(snapshotreader="jdbc")
-    with pytest.raises(ValueError, match="snapshotServerIds is an id or LOW-HIGH"):
+    with pytest.raises(ValueError, match="option snapshotServerIds 'a-b': expected LOW-HIGH"):
         opts(snapshotserverids="a-b")
+    with pytest.raises(ValueError, match="option snapshotChunkRows: needs option source"):
+        snapshot_options({"snapshotchunkrows": "10"})
+    assert snapshot_options({"snapshot": "never"}) is None
 
 
 def test_a_ddl_on_the_table_in_the_window_reads_the_chunk_again(db, monkeypatch):

@@ -16,7 +16,6 @@ __all__ = [
     "given_file",
     "lake_dir",
     "new_lake",
-    "pair_range",
     "regex",
     "shown",
 ]
@@ -79,15 +78,6 @@ def regex(option: str, text: str | None) -> None:
         TableFilter(text)
     except ValueError as exc:
         raise CliError(f"{shown(option, text)}: {exc}") from None
-
-
-def pair_range(option: str, text: str | None) -> None:
-    """``LOW-HIGH`` with ``0 < LOW <= HIGH < 2**32``."""
-    if text is None:
-        return
-    low, sep, high = text.partition("-")
-    if not (sep and low.isdigit() and high.isdigit() and 0 < int(low) <= int(high) < 2**32):
-        raise CliError(f"{shown(option, text)}: expected LOW-HIGH, 0 < LOW <= HIGH < 4294967296")
 
 
 def given_file(what: str, path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,24 +16,10 @@ from .checks import CliError
 
 __all__ = ["lag", "pipeline", "snapshot"]
 
-# Spark's master URLs (``SparkContext``'s forms); '' leaves the master to spark-submit.
-_MASTER = re.compile(
-    r"^(|local|local\[(\*|\d+)(,\d+)?\]|local-cluster\[\d+,\d+,\d+\]|spark://[^/\s]+:\d+(,[^/\s]+:\d+)*"
-    r"|yarn|k8s://\S+|mesos://\S+)$"
-)
-# A processing-time trigger as Spark reads it: "1 second", "500 milliseconds", "interval 2 minutes".
-_TRIGGER = re.compile(
-    r"^\s*(interval\s+)?\d+(\.\d+)?\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?|d|days?)\s*$",
-    re.I,
-)
 
-
-def _zk_servers(text: str) -> None:
-    """ZooKeeper's connect string: ``HOST:PORT[,HOST:PORT...][/chroot]``."""
-    for one in text.partition("/")[0].split(","):
-        host, _, port = one.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise CliError(f"--zk-servers {text!r}: expected HOST:PORT[,HOST:PORT...][/chroot]")
+def _flag(name: str) -> str:
+    """The flag of a ``format("canal")`` option: ``snapshotServerIds`` -> ``--snapshot-server-ids``."""
+    return "--" + re.sub(r"(?<=[a-z])(?=[A-Z])", "-", name).lower()
 
 
 def pipeline(
@@ -117,87 +103,55 @@ def pipeline(
 ) -> None:
     """Stream a destination into a lake (change log + current-state Delta tables) exactly once,
     until SIGTERM or Ctrl-C."""
-    if bool(address) == bool(zk_servers):
-        raise CliError("give one of --address HOST:PORT and --zk-servers HOST:PORT[,...]")
-    if address:
-        checks.address("--address", address)
-    if zk_servers:
-        _zk_servers(zk_servers)
-    if not destination:
-        raise CliError("--destination '': give the destination's name")
-    checks.count("--client-id", client_id, 1)
-    if client_id >= 2**15:
-        raise CliError(f"--client-id {client_id}: must be below 32768 (a Java short in Canal)")
-    checks.regex("--filter", filter_regex)
-    if not _MASTER.match(master):
-        raise CliError(
-            f"--master {master!r}: expected a Spark master URL (local[*], local[N], spark://HOST:PORT, yarn, "
-            "k8s://..., or '' under spark-submit)"
-        )
-    if not _TRIGGER.match(trigger):
-        raise CliError(
-            f"--trigger {trigger!r}: expected an interval such as '1 second' or '500 milliseconds'"
-        )
+    from pycanal.spark.canal_options import OptionError
+    from pycanal.spark.job import check_trigger, run, source_options
+    from pycanal.spark.maintenance import Maintenance
+    from pycanal.spark.session import DRIVER_JAVA_OPTIONS, archive_options, check_java_options, check_master
+
+    stream: dict[str, Any] = {
+        "address": address or None, "zk_servers": zk_servers or None, "destination": destination,
+        "client_id": client_id, "filter": filter_regex, "stall_timeout": stall_timeout, "snapshot": snapshot,
+        "source": source, "source_user": source_user, "source_password": source_password,
+        "snapshot_chunk_rows": snapshot_chunk_rows, "snapshot_parallelism": snapshot_parallelism,
+        "snapshot_reader": snapshot_reader, "snapshot_server_ids": snapshot_server_ids,
+    }  # fmt: skip
+    try:
+        source_options(lake, **stream)  # the stream's options, as the query checks them
+    except OptionError as exc:
+        raise CliError(exc.text(_flag)) from None
+    java_options = DRIVER_JAVA_OPTIONS if driver_java_options is None else driver_java_options
+    archive = None if class_archive == "off" else class_archive
+    for option, value, check in (
+        ("--master", master, check_master),
+        ("--driver-java-options", java_options, check_java_options),
+        ("--trigger", trigger, check_trigger),
+        ("--class-archive", class_archive, lambda _: archive_options(archive)),
+    ):
+        try:
+            check(value)
+        except ValueError as exc:
+            raise CliError(f"{option} {value!r}: {exc}") from None
     checks.count("--apply-threads", apply_threads, 1)
     checks.choice("--apply-on", apply_on, ("driver", "executors"))
     checks.fraction("--apply-share", apply_share)
     checks.count("--cache-mb", cache_mb, 0)
     if not progress >= 0:
         raise CliError(f"--progress {progress!r}: must be 0 (none) or more seconds")
-    if not stall_timeout >= 0:
-        raise CliError(f"--stall-timeout {stall_timeout!r}: must be 0 (never) or more seconds")
-    checks.choice("--snapshot", snapshot, ("never", "initial"))
-    if snapshot == "initial" and not source:
-        raise CliError("--snapshot initial needs --source HOST:PORT (the MySQL/MariaDB to read)")
-    if source:
-        checks.address("--source", source)
-        if not filter_regex:
-            raise CliError(
-                "--source needs --filter: the tables a snapshot may read (a client cannot see the server's filter)"
-            )
-    checks.count("--snapshot-chunk-rows", snapshot_chunk_rows, 1)
-    checks.count("--snapshot-parallelism", snapshot_parallelism, 1)
-    checks.choice("--snapshot-reader", snapshot_reader, ("connectorx", "pymysql"))
-    checks.pair_range("--snapshot-server-ids", snapshot_server_ids)
-    archive = None if class_archive == "off" else class_archive
-    from pycanal.spark.session import archive_options
-
-    try:
-        archive_options(archive)
-    except ValueError as exc:
-        raise CliError(f"--class-archive {class_archive!r}: {exc}") from None
     lake = checks.new_lake("--lake", lake)  # last: nothing made when another option is wrong
-
-    from pycanal.spark.job import run
-    from pycanal.spark.maintenance import Maintenance
-    from pycanal.spark.session import DRIVER_JAVA_OPTIONS
 
     code = run(
         lake,
         master=master or None,
-        java_options=DRIVER_JAVA_OPTIONS if driver_java_options is None else driver_java_options,
+        java_options=java_options,
         class_archive=archive,
         progress_seconds=progress,
-        address=address or None,
-        zk_servers=zk_servers or None,
-        destination=destination,
-        client_id=client_id,
-        filter=filter_regex,
         trigger=trigger,
         apply_threads=apply_threads,
         apply_share=apply_share,
         apply_on=apply_on,
         cache_mb=cache_mb,
         maintenance=Maintenance(deletion_vectors=deletion_vectors),
-        snapshot=snapshot,
-        source=source,
-        source_user=source_user,
-        source_password=source_password,
-        snapshot_chunk_rows=snapshot_chunk_rows,
-        snapshot_parallelism=snapshot_parallelism,
-        snapshot_reader=snapshot_reader,
-        snapshot_server_ids=snapshot_server_ids,
-        stall_timeout=stall_timeout,
+        **stream,
     )
     raise typer.Exit(code)
 

@@ -1,14 +1,46 @@
-"""``format("canal")``'s options (docs/spark.md lists them), read and checked once when the query
-starts: the runner's feed, its planner and the executors' readers take them from here."""
+"""``format("canal")``'s options (docs/spark.md lists them), read and checked in one place: when
+the query starts (the runner's feed, its planner and the executors' readers take them from here)
+and, the same way, by ``pycanal pipeline`` before it starts Spark (``job.source_options``). No
+Spark here, so that a wrong option is named without starting a JVM."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .snapshot import SnapshotOptions, snapshot_options
+from pycanal.config.schema import parse_address
+from pycanal.parse.filter import TableFilter
 
-__all__ = ["CanalOptions", "canal_options"]
+__all__ = ["CanalOptions", "OptionError", "SnapshotOptions", "canal_options", "snapshot_options"]
+
+
+class OptionError(ValueError):
+    """A wrong option: its name, the value given (None: beside the point, and always for a
+    password) and why, where ``{name}`` stands for another option. ``text`` words it with the
+    caller's names for the options (the command line's flags); ``str`` with Spark's."""
+
+    def __init__(self, option: str, value: object, reason: str) -> None:
+        self.option, self.value, self.reason = option, value, reason
+        super().__init__("format('canal'): " + self.text(lambda name: f"option {name}"))
+
+    def text(self, name: Callable[[str], str]) -> str:
+        given = "" if self.value is None else f" {self.value!r}"
+        return f"{name(self.option)}{given}: " + re.sub(r"\{(\w+)\}", lambda m: name(m[1]), self.reason)
+
+
+class SnapshotOptions(NamedTuple):
+    host: str
+    port: int
+    user: str
+    password: str
+    chunk_rows: int
+    parallelism: int
+    initial: bool  # snapshot=initial
+    signals: Path | None  # the directory of ad-hoc snapshot requests
+    reader: str  # connectorx (a chunk's binlog window read by the executor) or pymysql
+    server_ids: range  # the window reads' replica ids, one per chunk of a micro-batch
 
 
 class CanalOptions(NamedTuple):
@@ -32,14 +64,34 @@ class CanalOptions(NamedTuple):
     snapshot: SnapshotOptions | None
 
 
+_HOST_PORT = "expected HOST:PORT (a port from 1 to 65535)"
+# The options that set a snapshot up: they mean nothing without its source.
+_SNAPSHOT_ONLY = (
+    "sourceUser",
+    "sourcePassword",
+    "snapshotChunkRows",
+    "snapshotParallelism",
+    "snapshotReader",
+    "snapshotServerIds",
+)
+
+
+def _host_port(text: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` (``[v6]:PORT``) -> (host, port); None when it is not one."""
+    try:
+        return parse_address(text)
+    except ValueError:
+        return None
+
+
 def _int(options: dict[str, str], name: str, default: int, high: int = 2**31 - 1) -> int:
     raw = options.get(name.lower())
     try:
         value = int(raw) if raw is not None else default
     except ValueError:
-        raise ValueError(f"format('canal'): option {name} must be an integer, got {raw!r}") from None
+        raise OptionError(name, raw, "must be an integer") from None
     if not 1 <= value <= high:
-        raise ValueError(f"format('canal'): option {name} must be in 1..{high}, got {value}")
+        raise OptionError(name, value, f"must be from 1 to {high}")
     return value
 
 
@@ -48,31 +100,104 @@ def _seconds(options: dict[str, str], name: str, default: float) -> float:
     try:
         value = float(raw) if raw is not None else default
     except ValueError:
-        value = -1.0
+        raise OptionError(name, raw, "must be seconds (0 or more)") from None
     if not value >= 0:
-        raise ValueError(f"format('canal'): option {name} must be seconds (0 or more), got {raw!r}")
+        raise OptionError(name, value, "must be seconds (0 or more)")
     return value
 
 
+def _choice(options: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """One of ``allowed``, any case; the first when not given."""
+    value = options.get(name.lower(), allowed[0]).lower()
+    if value not in allowed:
+        raise OptionError(name, value, f"must be one of {', '.join(allowed)}")
+    return value
+
+
+def _server_ids(text: str) -> range:
+    low, dash, high = text.partition("-")
+    high = high if dash else low
+    if not (low.strip().isdigit() and high.strip().isdigit() and 0 < int(low) <= int(high) < 2**32):
+        raise OptionError(
+            "snapshotServerIds", text, "expected LOW-HIGH (or one id), 0 < LOW <= HIGH < 4294967296"
+        )
+    return range(int(low), int(high) + 1)
+
+
+def snapshot_options(options: dict[str, str]) -> SnapshotOptions | None:
+    """The snapshot options (``options``: lower-case keys), None when the query takes no snapshot
+    (no ``source``)."""
+    mode = _choice(options, "snapshot", ("never", "initial"))
+    reader = _choice(options, "snapshotReader", ("connectorx", "pymysql"))
+    ids = options.get("snapshotserverids", "5400-6399")
+    server_ids = _server_ids(ids)
+    chunk_rows = _int(options, "snapshotChunkRows", 50_000)
+    parallelism = _int(options, "snapshotParallelism", 4)
+    source = options.get("source", "")
+    if not source:
+        if mode == "initial":
+            raise OptionError("snapshot", mode, "needs {source} HOST:PORT (the MySQL/MariaDB to read)")
+        given = next((name for name in _SNAPSHOT_ONLY if options.get(name.lower())), None)
+        if given is not None:
+            raise OptionError(given, None, "needs {source} (it sets up the snapshots read there)")
+        return None
+    at = _host_port(source)
+    if at is None:
+        raise OptionError("source", source, _HOST_PORT)
+    if not options.get("filter"):
+        raise OptionError(
+            "source",
+            source,
+            "needs {filter}: the tables a snapshot may read (a client cannot see the server's)",
+        )
+    if reader == "connectorx" and len(server_ids) < parallelism:
+        raise OptionError(
+            "snapshotServerIds",
+            ids,
+            f"{len(server_ids)} ids, fewer than {{snapshotParallelism}} ({parallelism}): each chunk of a "
+            "micro-batch reads its binlog window as a replica of its own",
+        )
+    signals = options.get("snapshotsignals")
+    return SnapshotOptions(
+        *at,
+        options.get("sourceuser", ""),
+        options.get("sourcepassword", ""),
+        chunk_rows,
+        parallelism,
+        mode == "initial",
+        Path(signals) if signals else None,
+        reader,
+        server_ids,
+    )
+
+
 def canal_options(raw: Any) -> CanalOptions:
-    """The options of ``raw`` (Spark's, any case of their names); ValueError names a bad one."""
+    """The options of ``raw`` (Spark's, any case of their names), checked: an ``OptionError``
+    names a wrong one."""
     options = {k.lower(): v for k, v in raw.items()}
     address, zk_servers = options.get("address", ""), options.get("zkservers", "")
-    destination = options.get("destination")
     if bool(address) == bool(zk_servers):
-        raise ValueError(
-            "format('canal') needs option address (host:port of the server) or zkServers, one of them"
-        )
+        raise OptionError("address", None, "give one of {address} HOST:PORT and {zkServers} HOST:PORT[,...]")
+    if address and _host_port(address) is None:
+        raise OptionError("address", address, _HOST_PORT)
+    if zk_servers and any(_host_port(s) is None for s in zk_servers.partition("/")[0].split(",")):
+        raise OptionError("zkServers", zk_servers, "expected HOST:PORT[,HOST:PORT...][/chroot]")
+    destination = options.get("destination", "")
     if not destination:
-        raise ValueError("format('canal') needs option destination")
-    timeout = _seconds(options, "timeout", 60.0)
+        raise OptionError("destination", destination, "give the destination's name")
+    client_id = _int(options, "clientId", 1001, 2**15 - 1)  # a Java short in Canal
+    table_filter = options.get("filter", "")
+    try:
+        TableFilter(table_filter)
+    except ValueError as exc:
+        raise OptionError("filter", table_filter, str(exc)) from None
     batch_size = _int(options, "batchSize", 65536)
     return CanalOptions(
         address,
         zk_servers,
         destination,
-        _int(options, "clientId", 1001, 2**15 - 1),  # a Java short in Canal
-        options.get("filter", ""),
+        client_id,
+        table_filter,
         options.get("user", ""),
         options.get("password", ""),
         options.get("timezone", "UTC"),
@@ -80,8 +205,8 @@ def canal_options(raw: Any) -> CanalOptions:
         _int(options, "batchBytes", 32 * 1024 * 1024),
         min(batch_size, _int(options, "fetchSize", 8192)),
         _int(options, "numPartitions", 2),
-        timeout,
+        _seconds(options, "timeout", 60.0),
         _seconds(options, "stallTimeout", 120.0),
         Path(options["stage"]) if options.get("stage") else None,
-        snapshot_options(options, _int),
+        snapshot_options(options),
     )

@@ -13,6 +13,7 @@ cluster (``spark://host:7077``); under ``spark-submit``, ``--master ''`` leaves 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import threading
@@ -23,10 +24,20 @@ from typing import Any, NamedTuple
 from pycanal.heap import settle
 
 from .apply import ChangeApplier, stage_dir
+from .canal_options import canal_options
 from .maintenance import Maintenance
 from .session import DRIVER_JAVA_OPTIONS, checkpoint_logs, spark_session
 
-__all__ = ["Pipeline", "progress_line", "run", "snapshot_progress", "snapshot_requests", "start_pipeline"]
+__all__ = [
+    "Pipeline",
+    "check_trigger",
+    "progress_line",
+    "run",
+    "snapshot_progress",
+    "snapshot_requests",
+    "source_options",
+    "start_pipeline",
+]
 
 
 class Pipeline(NamedTuple):
@@ -41,8 +52,22 @@ class Pipeline(NamedTuple):
         self.applier.wait()
 
 
-def start_pipeline(
-    spark: Any,
+# A processing-time trigger as Spark reads it (its interval strings): "1 second", "500
+# milliseconds", "interval 1 minute 30 seconds": units spelled out, a fraction (9 digits) of seconds only.
+_TERM = r"\+?(\d+\s+(week|day|hour|minute|millisecond|microsecond)|(\d+\.?\d{0,9}|\.\d{1,9})\s+second)s?"
+_TRIGGER = re.compile(rf"\s*(interval\s+)?{_TERM}(\s+{_TERM})*\s*", re.I)
+
+
+def check_trigger(trigger: str) -> None:
+    """A processing-time interval Spark takes: Spark itself finds a wrong one only once the
+    query starts. ValueError says what is wrong."""
+    if not _TRIGGER.fullmatch(trigger):
+        raise ValueError(
+            "expected an interval such as '1 second', '500 milliseconds' or '2 minutes' (units spelled out)"
+        )
+
+
+def source_options(
     lake: str | Path,
     *,
     address: str | None = None,
@@ -52,15 +77,9 @@ def start_pipeline(
     filter: str = "",
     user: str = "",
     password: str = "",
-    trigger: str = "1 second",
-    zero_dates: str = "null",
     batch_size: int | None = None,
     batch_bytes: int | None = None,
-    apply_threads: int = 2,
-    apply_share: float = 1.0,
-    apply_on: str = "driver",
-    maintenance: Maintenance | None = None,
-    cache_mb: int = 256,
+    stall_timeout: float | None = None,
     stage: bool = True,
     snapshot: str = "never",
     source: str = "",
@@ -70,42 +89,60 @@ def start_pipeline(
     snapshot_parallelism: int | None = None,
     snapshot_reader: str | None = None,
     snapshot_server_ids: str | None = None,
-    stall_timeout: float | None = None,
-) -> Pipeline:
-    """Start the query (``batch_size``, ``batch_bytes``: the source's ``batchSize`` and
-    ``batchBytes``, entries and bytes per micro-batch; ``apply_threads``: current-state tables
-    written at once; ``apply_share``: the share of the time their apply may take and ``apply_on`` where it runs
-    (``"driver"`` or ``"executors"``, ``ChangeApplier``);
-    ``maintenance``: their upkeep, default ``Maintenance()``; ``cache_mb``: rows
-    of their recently written files kept in the driver's memory; ``stage``: the executors hand
-    the rows to the driver as files in the lake's stage, not through Spark; ``snapshot``
-    ``"initial"``: the existing rows of the filter's tables first, read from ``source``
-    (HOST:PORT) as ``source_user``, see ``pycanal.spark.snapshot`` (``snapshot_reader``,
+) -> dict[str, str]:
+    """``format("canal")``'s options for a pipeline into ``lake``, checked as the query will
+    check them (``canal_options``: an ``OptionError`` names a wrong one), so that a caller can
+    refuse them before Spark starts. ``batch_size``, ``batch_bytes``: the source's ``batchSize``
+    and ``batchBytes``, entries and bytes per micro-batch; ``stage``: the executors hand the rows
+    to the driver as files in the lake's stage, not through Spark; ``snapshot`` ``"initial"``: the
+    existing rows of the filter's tables first, read from ``source`` (HOST:PORT) as
+    ``source_user``, see ``pycanal.spark.snapshot`` (``snapshot_reader``,
     ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``;
-    ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts); with a
-    ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``).
-    The session's checkpoint file manager, where unset, becomes
-    ``session.CHECKPOINT_FILE_MANAGER``'s (``session.checkpoint_logs``)."""
+    ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts);
+    with a ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``."""
     lake = Path(lake).resolve()
     options: dict[str, Any] = {
         "destination": destination, "clientId": client_id, "filter": filter, "address": address or None,
         "zkServers": zk_servers or None, "batchSize": batch_size or None, "batchBytes": batch_bytes or None,
-        "stallTimeout": stall_timeout, "stage": stage_dir(lake) if stage else None,
+        "stallTimeout": stall_timeout, "stage": stage_dir(lake) if stage else None, "snapshot": snapshot,
+        "source": source or None, "sourceUser": source_user or None, "sourcePassword": source_password or None,
+        "snapshotSignals": snapshot_requests(lake) if source else None,
+        "snapshotChunkRows": snapshot_chunk_rows, "snapshotParallelism": snapshot_parallelism,
+        "snapshotReader": snapshot_reader, "snapshotServerIds": snapshot_server_ids,
     }  # fmt: skip
     if user:
         options.update(user=user, password=password)
-    if snapshot != "never" or source:
-        requests = snapshot_requests(lake)
-        requests.mkdir(parents=True, exist_ok=True)  # where `pycanal snapshot` looks for a pipeline
-        options.update(
-            snapshot=snapshot, source=source, sourceUser=source_user, sourcePassword=source_password,
-            snapshotSignals=requests, snapshotChunkRows=snapshot_chunk_rows or None,
-            snapshotParallelism=snapshot_parallelism or None, snapshotReader=snapshot_reader or None,
-            snapshotServerIds=snapshot_server_ids or None,
-        )  # fmt: skip
-    reader = spark.readStream.format("canal").options(
-        **{k: str(v) for k, v in options.items() if v is not None}
-    )
+    checked = {k: str(v) for k, v in options.items() if v is not None}
+    canal_options(checked)
+    return checked
+
+
+def start_pipeline(
+    spark: Any,
+    lake: str | Path,
+    *,
+    trigger: str = "1 second",
+    zero_dates: str = "null",
+    apply_threads: int = 2,
+    apply_share: float = 1.0,
+    apply_on: str = "driver",
+    maintenance: Maintenance | None = None,
+    cache_mb: int = 256,
+    **source: Any,
+) -> Pipeline:
+    """Start the query (``source``: ``source_options``' keywords, the server, the filter and the
+    snapshot; ``apply_threads``: current-state tables written at once; ``apply_share``: the share
+    of the time their apply may take and ``apply_on`` where it runs (``"driver"`` or
+    ``"executors"``, ``ChangeApplier``); ``maintenance``: their upkeep, default
+    ``Maintenance()``; ``cache_mb``: rows of their recently written files kept in the driver's
+    memory). The session's checkpoint file manager, where unset, becomes
+    ``session.CHECKPOINT_FILE_MANAGER``'s (``session.checkpoint_logs``)."""
+    lake = Path(lake).resolve()
+    options = source_options(lake, **source)
+    check_trigger(trigger)
+    if "snapshotSignals" in options:  # where `pycanal snapshot` looks for a pipeline
+        Path(options["snapshotSignals"]).mkdir(parents=True, exist_ok=True)
+    reader = spark.readStream.format("canal").options(**options)
     checkpoint_logs(spark)  # the checkpoint is under the lake: a local (or mounted) path
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,

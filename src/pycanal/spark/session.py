@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shlex
 import shutil
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,8 @@ __all__ = [
     "DRIVER_JAVA_OPTIONS",
     "archive_options",
     "cache_dir",
+    "check_java_options",
+    "check_master",
     "checkpoint_logs",
     "class_archive",
     "delta_options",
@@ -94,9 +99,12 @@ def _java() -> Path | None:
 
 
 def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent
+    """pyspark's directory, found without importing pyspark (the command line checks its options
+    with this before it starts anything)."""
+    spec = find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("No module named 'pyspark'", name="pyspark")
+    return Path(spec.origin).parent
 
 
 def cache_dir() -> Path:
@@ -135,6 +143,53 @@ def archive_options(archive: str | Path | None = "auto") -> str:
 
 
 # ---------------------------------------------------------------------- the session
+# Spark's master URLs (SparkContext's forms; Spark 4 has no Mesos).
+_MASTER = re.compile(
+    r"local(\[(\*|\d+)(,\d+)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://[^/\s]+:\d+(,[^/\s]+:\d+)*|yarn|k8s://\S+"
+)
+
+
+def check_master(master: str | None) -> None:
+    """A master URL Spark takes (None or '': spark-submit's). Spark finds some wrong ones only as
+    it starts, behind pyspark's traceback: ``local[0]``, a port out of range, ``yarn`` without the
+    cluster's configuration, Mesos (gone in Spark 4). ValueError says what is wrong."""
+    if not master:
+        return
+    if not _MASTER.fullmatch(master):
+        raise ValueError(
+            "expected a Spark master URL (local[*], local[N], spark://HOST:PORT, yarn, k8s://..., "
+            "or '' under spark-submit)"
+        )
+    if re.match(r"local\[0+[],]", master):
+        raise ValueError("local[N] runs N threads: N must be at least 1")
+    if master.startswith("spark://") and not all(
+        0 < int(one.rpartition(":")[2]) < 65536 for one in master.removeprefix("spark://").split(",")
+    ):
+        raise ValueError("a port from 1 to 65535 for each master")
+    if master == "yarn" and not {"HADOOP_CONF_DIR", "YARN_CONF_DIR"} & os.environ.keys():
+        raise ValueError(
+            "needs HADOOP_CONF_DIR or YARN_CONF_DIR in the environment (the cluster's configuration)"
+        )
+
+
+def check_java_options(flags: str) -> None:
+    """Driver JVM flags as Spark's launcher takes them: it refuses unbalanced quotes and ``-Xmx``
+    (the heap is ``spark.driver.memory``), and the JVM takes a word that is not a flag for the
+    class to run; pyspark reports either as a traceback without the reason. ValueError says what
+    is wrong."""
+    try:
+        words = shlex.split(flags)
+    except ValueError as exc:
+        raise ValueError(f"{str(exc).lower()} (the flags are split as a shell splits words)") from None
+    for word in words:
+        if not word.startswith("-"):
+            raise ValueError(f"{word!r} is not a JVM flag (the JVM would take it for the class to run)")
+        if word.startswith("-Xmx"):
+            raise ValueError(
+                f"Spark refuses {word} among the driver's flags (its heap is spark.driver.memory)"
+            )
+
+
 def spark_session(
     local_dir: str | Path,
     app: str = "pycanal",
@@ -148,7 +203,11 @@ def spark_session(
     ``java_options``: the driver JVM's flags (where this call starts the JVM; under
     ``spark-submit``, its ``--driver-java-options``), with ``class_archive`` mapped
     (``archive_options``: "auto" is this machine's archive where it was made; None: none).
-    Delta Lake for Spark is in the session (:func:`delta_options`)."""
+    Delta Lake for Spark is in the session (:func:`delta_options`). A wrong ``master`` or
+    ``java_options`` is a ValueError before the JVM starts (:func:`check_master`,
+    :func:`check_java_options`)."""
+    check_master(master)
+    check_java_options(java_options)
     if class_archive is not None and "SharedArchiveFile" not in java_options:
         java_options = f"{java_options} {archive_options(class_archive)}".strip()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pyarrow as pa
 import pymysql
@@ -55,83 +55,21 @@ from pycanal.snapshot.chunks import Chunk, EvenRanges, even_ranges, next_upper
 from pycanal.snapshot.reader import ChunkRead, connect
 from pycanal.snapshot.window import ChunkColumns, Source, read_chunk_window
 
+from .canal_options import SnapshotOptions
 from .rows import RowPosition
 from .snapshot_rows import SnapshotRows
 from .stage import stage_rows
 
 __all__ = [
-    "SnapshotOptions",
     "SnapshotPartition",
     "SnapshotPlanner",
     "commit_signals",
     "read_snapshot_partition",
     "request_snapshot",
     "snap_after",
-    "snapshot_options",
     "snapshot_partitions",
     "snapshot_step",
 ]
-
-
-class SnapshotOptions(NamedTuple):
-    host: str
-    port: int
-    user: str
-    password: str
-    chunk_rows: int
-    parallelism: int
-    initial: bool  # snapshot=initial
-    signals: Path | None  # the directory of ad-hoc snapshot requests
-    reader: str  # connectorx (a chunk's binlog window read by the executor) or pymysql
-    server_ids: range  # the window reads' replica ids, one per chunk of a micro-batch
-
-
-def snapshot_options(options: dict[str, str], number: Any) -> SnapshotOptions | None:
-    """The snapshot options (``options``: lower-case keys; ``number(options, name, default)``
-    reads a positive integer), None when the query takes no snapshot (no ``source``)."""
-    mode = options.get("snapshot", "never").lower()
-    if mode not in ("initial", "never"):
-        raise ValueError(f"format('canal'): option snapshot must be 'initial' or 'never', got {mode!r}")
-    source = options.get("source", "")
-    if mode == "never" and not source:
-        return None
-    if not options.get("filter"):
-        raise ValueError(
-            "format('canal'): a snapshot (options snapshot, source) needs option filter: the tables it may "
-            "read (the server's own filter is not visible to a client)"
-        )
-    host, _, port = source.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"format('canal'): a snapshot needs option source as HOST:PORT, got {source!r}")
-    signals = options.get("snapshotsignals")
-    reader = options.get("snapshotreader", "connectorx").lower()
-    if reader not in ("connectorx", "pymysql"):
-        raise ValueError(
-            f"format('canal'): option snapshotReader must be connectorx or pymysql, got {reader!r}"
-        )
-    ids = options.get("snapshotserverids", "5400-6399")
-    low, dash, high = ids.partition("-")
-    if not (low.strip().isdigit() and (not dash or high.strip().isdigit())):
-        raise ValueError(f"format('canal'): option snapshotServerIds is an id or LOW-HIGH, got {ids!r}")
-    server_ids = range(int(low), int(high if dash else low) + 1)
-    parallelism = number(options, "snapshotParallelism", 4)
-    if reader == "connectorx" and len(server_ids) < parallelism:
-        raise ValueError(
-            f"format('canal'): option snapshotServerIds ({ids}) has fewer ids than snapshotParallelism "
-            f"({parallelism}): each chunk of a micro-batch reads its binlog window as a replica of its own"
-        )
-    return SnapshotOptions(
-        host.strip("[]"),
-        int(port),
-        options.get("sourceuser", ""),
-        options.get("sourcepassword", ""),
-        number(options, "snapshotChunkRows", 50_000),
-        parallelism,
-        mode == "initial",
-        Path(signals) if signals else None,
-        reader,
-        server_ids,
-    )
 
 
 def request_snapshot(signals: str | Path, tables: list[str]) -> Path:
