@@ -276,6 +276,12 @@ def test_runs_in_position_order_are_put_in_order_as_a_stable_sort_would() -> Non
             assert out.column("pk").num_chunks > 1  # blocks put in order as slices, no copy
 
 
+def test_a_change_log_of_the_earlier_layout_is_refused_not_written_over(tmp_path: Path) -> None:
+    (tmp_path / "changelog" / "_pycanal_commits").mkdir(parents=True)
+    with pytest.raises(ChangeLogError, match="changelog: a change log of pycanal before 2026-11-28"):
+        commit(ChangeLog(tmp_path), 0, [change(0, "d", "t", DAY)])
+
+
 def test_commit_waits_for_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The files are written in the background: a failure there fails the commit."""
 

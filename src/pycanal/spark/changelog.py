@@ -184,6 +184,11 @@ class ChangeLog:
         """Create the table where there is none (a writer's first step)."""
         if self.log_dir.is_dir():
             return
+        if any((self.dir / old).is_dir() for old in ("_pycanal_commits", "_pycanal_manifest")):
+            raise ChangeLogError(
+                f"{self.dir}: a change log of pycanal before 2026-11-28 (Parquet files and commit markers, "
+                "not a Delta table): start this pipeline on a new lake, or move that change log away"
+            )
         configuration = {"delta.appendOnly": "true", **self.properties}
         try:
             write_deltalake(str(self.dir), _TABLE_SCHEMA.empty_table(), mode="error", partition_by=["date"],
