@@ -29,7 +29,7 @@ from deltalake import DeltaTable
 import workload
 from pycanal.spark.apply import ApplyError, ChangeApplier, applied_batch_ids, apply_changes
 from pycanal.spark.changelog import ChangeLog
-from pycanal.spark.check import normalize
+from pycanal.spark.check import log_difference, normalize
 from pycanal.spark.current import table_path
 from pycanal.spark.current_state import APP_ID
 from pycanal.spark.delta.tablestate import read_rows, read_table
@@ -603,6 +603,7 @@ def test_the_change_log_is_folded_while_streaming(
     query = stream.queryName("changes_once").trigger(availableNow=True).start()
     query.awaitTermination()
     assert spark.sql("SELECT count(*), count(DISTINCT position) FROM changes_once").first() == (20, 20)
+    assert log_difference(spark, log.dir) is None  # Spark's replay of the log is pycanal's
     history = spark.sql(f"DESCRIBE HISTORY delta.`{log.dir}`").select("operation").collect()
     assert {r[0] for r in history} >= {"STREAMING UPDATE", "OPTIMIZE"}
 
