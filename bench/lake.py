@@ -84,7 +84,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import oltp as oltp_bench  # noqa: E402
 import pipeline as pipeline_bench  # noqa: E402
 import servers  # noqa: E402
-from pycanal.spark.changelog import change_log_files  # noqa: E402
+from pycanal.spark.changelog import ChangeLog  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.delta.tablestate import TableReader, read_rows, read_table  # noqa: E402
 from pycanal.spark.job import Pipeline, start_pipeline  # noqa: E402
@@ -453,7 +453,7 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
                "apply_s_median": round(statistics.median(r[1] for r in rounds), 3) if rounds else None,
                "batches_per_apply": round(sum(r[2] for r in rounds) / len(rounds), 2) if rounds else None,
                "current_files": files_in(lake / "current"), "changelog_files": files_in(lake / "changelog"),
-               "changelog_live_files": len(change_log_files(lake)),
+               "changelog_live_files": len(ChangeLog(lake).files()),
                "lake1_log_entries": len(os.listdir(table_path(lake, schema, "lake1") / "_delta_log")),
                "full_table_query_s": round(statistics.median(queries), 3),
                "read_table_s": round(statistics.median(ours), 4), "fresh_table_query_s": fresh,

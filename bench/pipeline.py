@@ -14,7 +14,7 @@ the job's settings) writes to a temporary lake.
    ``--pause server``, the server) is paused (SIGSTOP) while ``--rows`` rows (the ``bench/decode.py`` table, ``--txn-rows`` rows
    per INSERT transaction) are loaded and the server parses them into its store; it resumes and
    the running query takes the backlog. rows/s from the resume to the moment both tables hold
-   every row (the change log's commit markers, and an applied record for each of them; the
+   every row (the change log's commits, and an applied record for each of them; the
    Delta table's row count is checked then), with the CPU seconds each process kind used
    meanwhile and Spark's phase times per micro-batch (and a timeline on stderr). The first
    ``--warmup-rounds`` warm up the JVM's JIT for batches of this size (a long-running
@@ -151,7 +151,7 @@ def wait_applied(
     workload's DROP and CREATE TABLE; no DDL in a sysbench round) and every change-log batch is
     applied to the current state; returns the epoch time it was seen, after checking that the
     current-state table holds ``rows`` rows (sysbench: ``check_sysbench`` compares the tables).
-    The poll is cheap (it shares the driver's process): a marker is read once (``ChangeLog.rows``)."""
+    The poll is cheap (it shares the driver's process): the change log's entries are read once (``ChangeLog.rows``)."""
     ddl = 0 if sysbench else 2
     from deltalake import DeltaTable
 
@@ -328,15 +328,16 @@ def throughput_round(
     batches = [p for p in progress_with_rows(query) if p["batchId"] not in before]
     secs = t_done - t_resume
     log(f"round {n}: {rows:,} rows in both tables {secs:.2f}s after the {args.pause} resumed")
-    for p in batches:  # the timeline, from the resume: trigger, end of addBatch, marker, applied
+    for p in batches:  # the timeline, from the resume: trigger, end of addBatch, logged, applied
         start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() - t_resume
         name = f"{p['batchId']:020d}.json"
-        marked = mtime(ChangeLog(lake).commits / name) - t_resume  # nan once folded
+        logged = ChangeLog(lake).dir.glob(f"date=*/batch-{p['batchId']:020d}.parquet")
+        marked = min((mtime(f) for f in logged), default=float("nan")) - t_resume  # nan once folded
         applied = mtime(lake / "_pycanal" / "applied" / name) - t_resume
         d = p["durationMs"]
         log(
             f"  batch {p['batchId']}: {p['numInputRows']:>7,} rows, trigger at {start:6.2f}s, latestOffset "
-            f"{d.get('latestOffset', 0) / 1000:.2f}s, addBatch {d.get('addBatch', 0) / 1000:.2f}s, marker at "
+            f"{d.get('latestOffset', 0) / 1000:.2f}s, addBatch {d.get('addBatch', 0) / 1000:.2f}s, logged at "
             f"{marked:.2f}s, applied at {applied:.2f}s"
         )
     out = {

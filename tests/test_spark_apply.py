@@ -28,8 +28,8 @@ from deltalake import DeltaTable
 
 import workload
 from pycanal.spark.apply import ApplyError, ChangeApplier, applied_batch_ids, apply_changes
-from pycanal.spark.changelog import ChangeLog, change_log_files, read_change_log
-from pycanal.spark.check import normalize
+from pycanal.spark.changelog import ChangeLog
+from pycanal.spark.check import log_difference, normalize
 from pycanal.spark.current import table_path
 from pycanal.spark.current_state import APP_ID
 from pycanal.spark.delta.tablestate import read_rows, read_table
@@ -246,7 +246,7 @@ def test_crash_inside_a_batch_then_replay(
         ChangeApplier(crashed, zero_dates="null")(table.slice(half), 1)
     monkeypatch.undo()
     # The change log has the batch (Spark may commit it now); the current state does not yet.
-    assert (crashed / "changelog" / "_pycanal_commits" / f"{1:020d}.json").exists()
+    assert ChangeLog(crashed).committed(1)
     assert applied_batch_ids(crashed) == [0]
     ChangeApplier(crashed, zero_dates="null")(table.slice(half), 1)  # caught up, then a no-op
     assert applied_batch_ids(crashed) == [0, 1]
@@ -289,7 +289,7 @@ def test_background_apply_equals_inline_and_recovers_after_a_crash(
     with pytest.raises(KeyboardInterrupt):
         applier.wait()
     monkeypatch.undo()
-    assert ChangeLog(crashed).batch_ids() == [0, 1] and applied_batch_ids(crashed) == [0]
+    assert ChangeLog(crashed).batches(-1) == [0, 1] and applied_batch_ids(crashed) == [0]
     restarted = ChangeApplier(crashed, zero_dates="null", background=True)
     restarted(table.slice(2 * cut), 2)  # Spark goes on with batch 2: batch 1 is caught up first
     restarted.wait()
@@ -308,7 +308,7 @@ def test_a_background_error_fails_the_next_batch(tmp_path: Path) -> None:
     settle(applier)
     with pytest.raises(ApplyError, match=r"rows of shop\.item \(first at mysql-bin\.000007:100\)"):
         applier(arrow_rows([row("INSERT", 200, None, item(b"b", 2, "y"))]), 1)
-    assert ChangeLog(tmp_path).batch_ids() == [0] and applied_batch_ids(tmp_path) == []
+    assert ChangeLog(tmp_path).batches(-1) == [0] and applied_batch_ids(tmp_path) == []
     with pytest.raises(ApplyError, match="the table is not in the schema model"):
         ChangeApplier(tmp_path, background=True)(arrow_rows(unknown), 0)
 
@@ -347,7 +347,7 @@ def test_batches_committed_during_an_apply_are_applied_together(
     release, applies = hold_applies(monkeypatch)
     queued = tmp_path / "queued"
     applier = apply_in_batches(queued, rows, 5, zero_dates="null", background=True)
-    assert ChangeLog(queued).batch_ids() == [0, 1, 2, 3, 4] and applied_batch_ids(queued) == []
+    assert ChangeLog(queued).batches(-1) == [0, 1, 2, 3, 4] and applied_batch_ids(queued) == []
     release.set()
     applier.wait()
     assert applies == [[0], [1, 2, 3, 4]]
@@ -366,11 +366,11 @@ def test_a_full_queue_holds_the_next_batch(tmp_path: Path, monkeypatch: pytest.M
     )
     third.start()
     third.join(0.5)
-    assert third.is_alive() and ChangeLog(tmp_path).batch_ids() == [0, 1, 2]
+    assert third.is_alive() and ChangeLog(tmp_path).batches(-1) == [0, 1, 2]
     release.set()
     third.join(30)
     applier.wait()
-    assert ChangeLog(tmp_path).batch_ids() == [0, 1, 2, 3] and applied_batch_ids(tmp_path) == [0, 1, 2, 3]
+    assert ChangeLog(tmp_path).batches(-1) == [0, 1, 2, 3] and applied_batch_ids(tmp_path) == [0, 1, 2, 3]
     assert applies[0] == [0] and sum(applies, []) == [0, 1, 2, 3]
 
 
@@ -441,7 +441,7 @@ def test_a_crash_inside_a_joint_apply_is_redone_with_the_same_batches(
         applier.wait()
     monkeypatch.undo()
     assert applies == [[0], [1, 2, 3]] and journaled[-1][:2] == (1, 3)
-    assert ChangeLog(crashed).batch_ids() == [0, 1, 2, 3] and applied_batch_ids(crashed) == [0]
+    assert ChangeLog(crashed).batches(-1) == [0, 1, 2, 3] and applied_batch_ids(crashed) == [0]
     release2, applies2 = hold_applies(monkeypatch)
     release2.set()
     restarted = ChangeApplier(crashed, zero_dates="null", background=True)
@@ -465,11 +465,11 @@ def test_an_empty_batch_writes_nothing_and_does_not_wait(
     applier(arrow_rows([row("INSERT", 100, None, item(b"a", 1, "x"))]), 0)
     applier(arrow_rows([]), 1)  # returns with batch 0's current state still held
     assert (
-        not release.is_set() and ChangeLog(tmp_path).batch_ids() == [0] and applied_batch_ids(tmp_path) == []
+        not release.is_set() and ChangeLog(tmp_path).batches(-1) == [0] and applied_batch_ids(tmp_path) == []
     )
     release.set()
     applier.wait()
-    assert applied_batch_ids(tmp_path) == [0] and ChangeLog(tmp_path).batch_ids() == [0]
+    assert applied_batch_ids(tmp_path) == [0] and ChangeLog(tmp_path).batches(-1) == [0]
 
     failing = ChangeApplier(tmp_path / "failing", background=True)  # no schema: the table is unknown
     failing(arrow_rows([row("INSERT", 100, None, item(b"a", 1, "x"))]), 0)
@@ -566,7 +566,7 @@ def test_the_change_log_is_folded_while_streaming(
     real = changelog._write_parquet
 
     def die_folding(path: Path, table: pa.Table) -> int:
-        if "table_name=" in str(path):
+        if "/part-" in str(path):
             raise KeyboardInterrupt("simulated process death")
         return real(path, table)
 
@@ -590,15 +590,26 @@ def test_the_change_log_is_folded_while_streaming(
         == table_times(tmp_path / "clean")
         == {"shop.item": batches[9][0].ts.timestamp()}
     )
-    log = ChangeLog(streamed)
-    on_disk = {str(p.relative_to(log.dir)) for p in log.dir.rglob("*.parquet")}
-    assert on_disk == set(log.files())  # retention 0: only the live files are left
-    # Spark reads folded and unfolded files alike, with the partition values as columns.
+    # Spark's Delta reads folded and unfolded files alike, the partition value as a column; a
+    # stream of the change log gets every change once (the folds change no data).
     applier = ChangeApplier(streamed, schema_ddl=SHOP, maintenance=Maintenance(fold_every=0))
     applier(arrow_rows([row("DELETE", 5000, item(b"k1", 1, "new"), None)]), 10)
-    assert any(f.startswith("_pycanal_batches") for f in log.files()) and log.folded_through() >= 8
-    got = read_change_log(spark, streamed).groupBy("table_name", "date").count().collect()
+    log = ChangeLog(streamed)
+    assert any(p.name.startswith("batch-") for p in log.files()) and log.folded_through() >= 8
+    changes = spark.read.format("delta").load(str(log.dir))
+    got = changes.groupBy("table_name", "date").count().collect()
     assert [tuple(r) for r in got] == [("shop.item", dt.date(2026, 11, 21), 20)]
+    stream = spark.readStream.format("delta").load(str(log.dir)).writeStream.format("memory")
+    query = stream.queryName("changes_once").trigger(availableNow=True).start()
+    query.awaitTermination()
+    assert spark.sql("SELECT count(*), count(DISTINCT position) FROM changes_once").first() == (20, 20)
+    assert log_difference(spark, log.dir) is None  # Spark's replay of the log is pycanal's
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{log.dir}`").select("operation").collect()
+    assert {r[0] for r in history} >= {"STREAMING UPDATE", "OPTIMIZE"}
+
+
+def change_log_files(target: Path) -> list[str]:
+    return [str(p) for p in ChangeLog(target).files()]
 
 
 # --------------------------------------------------------------------------- DDL
@@ -733,7 +744,7 @@ def test_rows_of_a_table_the_model_does_not_know(tmp_path: Path) -> None:
     ):
         ChangeApplier(tmp_path)(arrow_rows(rows), 0)
     # In the change log, not applied: the next start tries it again (and fails the same way).
-    assert ChangeLog(tmp_path).batch_ids() == [0] and applied_batch_ids(tmp_path) == []
+    assert ChangeLog(tmp_path).batches(-1) == [0] and applied_batch_ids(tmp_path) == []
     with pytest.raises(ApplyError, match="the table is not in the schema model"):
         ChangeApplier(tmp_path)(arrow_rows(rows), 0)
 
@@ -837,7 +848,7 @@ def test_binlog_source_into_apply_changes_read_by_spark(
     )
     _, by_duckdb = current_rows(tmp_path, db, "mixed")
     assert by_spark == sorted(by_duckdb)
-    changes = read_change_log(spark, tmp_path).where(f"table_name = '{db}.mixed'")
+    changes = spark.read.format("delta").load(str(tmp_path / "changelog")).where(f"table_name = '{db}.mixed'")
     assert changes.count() == len(binlog.rows(f"{db}\\..*"))
 
 
@@ -871,9 +882,7 @@ def test_snapshot_read_rows_merge_as_upserts_and_the_replayed_stream_converges(t
 
 
 def read_change_log_rows(target: Path) -> list[dict]:
-    import pyarrow.parquet as pq
-
-    return pa.concat_tables([pq.read_table(f) for f in change_log_files(target)]).to_pylist()
+    return ChangeLog(target).read().to_pylist()
 
 
 def test_a_snapshot_chunk_read_after_a_ddl_the_stream_has_not_brought_yet(tmp_path: Path) -> None:

@@ -1,17 +1,21 @@
-"""The change log's partitions and the position order of a micro-batch, without a server."""
+"""The change log as a Delta table (files per batch and day, folds by table, exactly-once
+commits, refused features) and the position order of a micro-batch, without a server."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from pycanal.spark.apply import _sorted
-from pycanal.spark.changelog import ChangeLog
+from pycanal.spark.changelog import _PART, APP_ID, ChangeLog, ChangeLogError
+from pycanal.spark.delta.commit import commit as commit_entry
 from pycanal.spark.rows import ChangeRow, RowPosition, to_record_batch
 
 DAY = dt.datetime(2026, 11, 21, 23, 59, 59, tzinfo=dt.UTC)
@@ -26,127 +30,202 @@ def change(
 
 
 def commit(log: ChangeLog, batch_id: int, rows: list[ChangeRow]) -> None:
-    table = pa.Table.from_batches([to_record_batch(rows)])
-    files = log.write(table, batch_id)
-    log.commit(batch_id, {"files": files, "rows": table.num_rows})  # waits for the file
+    log.write(pa.Table.from_batches([to_record_batch(rows)]), batch_id)
+    log.commit(batch_id)  # waits for the files
 
 
 def positions(log: ChangeLog) -> list[int]:
-    """The ``row`` of every committed change row, file by file as the readers get them."""
-    out = []
-    for rel in log.files():
-        out += (
-            pq.ParquetFile(log.dir / rel).read().column("position").combine_chunks().field("row").to_pylist()
-        )
-    return out
+    """The ``row`` of every committed change row, by batch and position."""
+    return log.read().column("position").combine_chunks().field("row").to_pylist()
 
 
-def test_a_batch_is_one_file_and_a_fold_partitions_by_table_and_day(tmp_path: Path) -> None:
-    # table -> its partition name; `a.b`.`c` and `a`.`b.c` escape alike: one partition, rows in order.
+def delta_rows(log: ChangeLog) -> list[int]:
+    """The same through delta-rs, an independent reader of the table."""
+    rows = DeltaTable(str(log.dir)).to_pyarrow_table()
+    return sorted(rows.column("position").combine_chunks().field("row").to_pylist())
+
+
+def entries(log: ChangeLog) -> list[list[dict]]:
+    return [
+        [json.loads(line) for line in p.read_text().splitlines()] for p in sorted(log.log_dir.glob("*.json"))
+    ]
+
+
+def test_a_batch_is_a_file_per_day_and_a_fold_clusters_the_day_by_table(tmp_path: Path) -> None:
+    # ``a.b``.``c`` and ``a``.``b.c`` have one table_name: one file, rows in order.
     names = {("a.b", "c"): "a.b.c", ("a", "b.c"): "a.b.c", ("shop", "item"): "shop.item", ("shop", None): "shop",
-             ("é/x", "t%"): "%C3%A9%2Fx.t%25"}  # fmt: skip
+             ("é/x", "t%"): "é/x.t%"}  # fmt: skip
     rnd = random.Random(7)
     tables = [rnd.choice(list(names)) for _ in range(500)]
     rows = [change(n, *t, DAY + dt.timedelta(seconds=rnd.choice([0, 1]))) for n, t in enumerate(tables)]
     log = ChangeLog(tmp_path)
     commit(log, 42, rows[:300])
     commit(log, 43, rows[300:])
-    assert log.files() == [f"_pycanal_batches/{42:020d}.parquet", f"_pycanal_batches/{43:020d}.parquet"]
-    assert log.batch_ids() == [42, 43] and log.rows() == 500
+    days = ["2026-11-21", "2026-11-22"]
+    assert sorted(str(p.relative_to(log.dir)) for p in log.files()) == sorted(
+        f"date={d}/batch-{b:020d}.parquet" for b in (42, 43) for d in days
+    )
+    assert log.batches(-1) == [42, 43] and log.batches(42) == [43] and log.rows() == 500
+    assert log.committed(43) and not log.committed(44) and log.last_batch() == 43
+    # Each batch is one commit with its transaction id, every file an append of changed data.
+    appends = entries(log)[1:]
+    assert [[a["txn"] for a in e if "txn" in a][0]["version"] for e in appends] == [42, 43]
+    assert all(a["add"]["dataChange"] for e in appends for a in e if "add" in a)
+    before = log.read()
+    assert positions(log) == list(range(500)) and delta_rows(log) == list(range(500))
 
-    assert log.fold(43) == {"through": 43, "batches": 2, "rows": 500, "written": 8, "retired": 2}
+    assert log.fold(43) == {"through": 43, "batches": 2, "rows": 500, "written": 8, "retired": 4}
+    files = [str(p.relative_to(log.dir)) for p in log.files()]
+    assert len(files) == 8 and all(
+        f.startswith(("date=2026-11-21/part-", "date=2026-11-22/part-")) for f in files
+    )
     expected: dict[tuple[str, str], list[int]] = {}
     for n, (t, r) in enumerate(zip(tables, rows, strict=True)):
         expected.setdefault((names[t], f"{r.ts:%Y-%m-%d}"), []).append(n)
-    keys = sorted(expected, key=lambda k: f"table_name={k[0]}/date={k[1]}")
-    files = log.files()
-    assert files == [f"table_name={name}/date={day}/part-{42:020d}-{43:020d}.parquet" for name, day in keys]
-    for rel, key in zip(files, keys, strict=True):
-        written = pq.read_table(tmp_path / "changelog" / rel)
-        assert written.column("position").combine_chunks().field("row").to_pylist() == expected[key]
-        assert written.column("batch_id").to_pylist() == [42 if n < 300 else 43 for n in expected[key]]
-    # The markers are gone, the batches still committed; the last change per table is kept.
-    assert log.batch_ids() == [] and log.committed(42) and log.committed(43) and not log.committed(44)
-    assert log.rows() == 500 and log.last_batch() == 43
-    assert log.manifest()["tables"] == dict.fromkeys(["a.b.c", "shop.item", "é/x.t%"], DAY.timestamp() + 1)
-    # The batch files are kept for readers that listed them (the retention), then deleted.
-    assert (log.dir / f"_pycanal_batches/{42:020d}.parquet").is_file()
-    commit(log, 44, rows[:1])
-    log.fold(44, retention_seconds=0)
-    assert not (log.dir / f"_pycanal_batches/{42:020d}.parquet").exists()
-    assert sorted(positions(log)) == sorted([*range(500), 0])
+    got = {}
+    for f in log.files():
+        written = pq.read_table(f)
+        (name,) = set(written.column("table_name").to_pylist())
+        got[(name, f.parent.name[5:])] = written.column("position").combine_chunks().field("row").to_pylist()
+    assert got == expected  # one file per table and day, its rows in position order
+    fold = entries(log)[-1]
+    assert {a["commitInfo"]["operation"] for a in fold if "commitInfo" in a} == {"OPTIMIZE"}
+    assert not any(a[k]["dataChange"] for a in fold for k in ("add", "remove") if k in a)  # a stream skips it
+    assert log.read().equals(before) and delta_rows(log) == list(range(500))
+    assert log.batches(-1) == [42, 43] and log.rows() == 500 and log.folded_through() == 43
+    # The replaced files stay for time travel until the retention.
+    assert (log.dir / f"date=2026-11-21/batch-{42:020d}.parquet").is_file()
+    assert DeltaTable(str(log.dir), version=2).to_pyarrow_table().num_rows == 500
 
 
-def test_partitions_stay_few_files_as_folds_go_on(tmp_path: Path) -> None:
-    """Each fold adds a file to a partition; ``fanout`` files of one level are merged into one of
-    the next, until the merge would reach ``target_bytes``: then they stay as they are."""
+def test_a_table_day_stays_few_files_as_folds_go_on(tmp_path: Path) -> None:
+    """Each fold adds a file to a table's day; ``fanout`` files of one level are merged into one
+    of the next, until the merge would reach ``target_bytes``: then they stay as they are."""
     log = ChangeLog(tmp_path)
     for b in range(64):
         commit(log, b, [change(b, "shop", "item", DAY)])
-        log.fold(b, fanout=4, target_bytes=1 << 30, retention_seconds=0)
-    levels = [e[3] for e in log.manifest()["partitions"]["table_name=shop.item/date=2026-11-21"]]
-    assert levels == [4]  # 64 = 4^3 one-batch folds: one file
-    assert positions(log) == list(range(64))
-    # Only the live files (and the manifest's records) are left on disk.
-    on_disk = {str(p.relative_to(log.dir)) for p in log.dir.rglob("*.parquet")}
-    assert on_disk == set(log.files())
+        log.fold(b, fanout=4, target_bytes=1 << 30)
+    (only,) = log.files()
+    assert only.name.startswith(f"part-{0:020d}-{63:020d}-4-")  # 64 = 4^3 one-batch folds: one file
+    assert positions(log) == list(range(64)) and delta_rows(log) == list(range(64))
 
     small = ChangeLog(tmp_path / "small")
     for b in range(40):
         commit(small, b, [change(b, "shop", "item", DAY)])
-        small.fold(b, fanout=4, target_bytes=1, retention_seconds=0)  # every merge would be too big
-    entries = small.manifest()["partitions"]["table_name=shop.item/date=2026-11-21"]
-    assert [e[3] for e in entries] == [0] * 40 and positions(small) == list(range(40))
+        small.fold(b, fanout=4, target_bytes=1)  # every merge would be too big
+    assert [p.name.split("-")[3] for p in small.files()] == ["1"] * 40 and positions(small) == list(range(40))
 
 
-def test_a_fold_cut_short_is_redone_over_the_same_batches(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_fold_cut_short_leaves_the_table_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pycanal.spark import changelog
 
     log = ChangeLog(tmp_path)
     for b in range(6):
         commit(log, b, [change(2 * b, "d", "t", DAY), change(2 * b + 1, "d", "u", DAY)])
-    log.fold(2, fanout=2, retention_seconds=0)
+    log.fold(2, fanout=2)
+    version, live = log.state().version, log.files()
     real, writes = changelog._write_parquet, []
 
-    def crash_at_the_third_file(path: Path, table: pa.Table) -> int:
+    def crash_at_the_second_file(path: Path, table: pa.Table) -> int:
         writes.append(path)
-        if len(writes) == 3:
-            raise KeyboardInterrupt("simulated process death")
+        if len(writes) == 2:
+            raise KeyboardInterrupt("simulated failure")
         return real(path, table)
 
-    monkeypatch.setattr(changelog, "_write_parquet", crash_at_the_third_file)
+    monkeypatch.setattr(changelog, "_write_parquet", crash_at_the_second_file)
     with pytest.raises(KeyboardInterrupt):
-        ChangeLog(tmp_path).fold(4, fanout=2, retention_seconds=0)
+        ChangeLog(tmp_path).fold(4, fanout=2)
     monkeypatch.undo()
-    # Nothing changed for readers; the next fold (asked for more) first does batches 3-4 again
-    # (to the same file names), then batch 5.
     reader = ChangeLog(tmp_path)
-    assert reader.folded_through() == 2 and reader.batch_ids() == [3, 4, 5]
-    assert sorted(positions(reader)) == list(range(12))
-    done = reader.fold(5, fanout=2, retention_seconds=0)
+    assert reader.state().version == version and reader.files() == live and not writes[0].exists()
+    done = reader.fold(5, fanout=2)
     assert done is not None and (done["through"], done["batches"], done["rows"]) == (5, 3, 6)
-    assert sorted(positions(reader)) == list(range(12)) and reader.batch_ids() == []
-    on_disk = {str(p.relative_to(reader.dir)) for p in reader.dir.rglob("*.parquet")}
-    assert on_disk == set(reader.files())  # nothing of the cut-short attempt is left
+    assert positions(reader) == list(range(12)) and delta_rows(reader) == list(range(12))
 
 
-def test_a_reader_racing_a_fold_reads_every_row_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fold_gives_up_when_another_writer_removed_an_input(tmp_path: Path) -> None:
     log = ChangeLog(tmp_path)
-    for b in range(4):
+    for b in range(3):
         commit(log, b, [change(b, "d", "t", DAY)])
-    reader = ChangeLog(tmp_path)
-    real = ChangeLog._marker
+    other = DeltaTable(str(log.dir))
+    real = ChangeLog._commit
 
-    def fold_meanwhile(self: ChangeLog, batch_id: int) -> dict:
-        if self is reader and not log.folded_through() >= 0:
-            log.fold(2)  # after the reader took the manifest: the markers it listed vanish
-        return real(self, batch_id)
+    def optimize_meanwhile(self: ChangeLog, actions: list, conflict: object = None) -> int | None:
+        if any("remove" in a for a in actions):
+            other.optimize.compact()  # another writer's OPTIMIZE removes the batch files first
+        return real(self, actions, conflict)
 
-    monkeypatch.setattr(ChangeLog, "_marker", fold_meanwhile)
-    assert positions(reader) == [0, 1, 2, 3] and reader.rows() == 4
-    assert reader.folded_through() == 2
+    ChangeLog._commit = optimize_meanwhile  # type: ignore[method-assign]
+    try:
+        assert log.fold(2) is None
+    finally:
+        ChangeLog._commit = real  # type: ignore[method-assign]
+    assert positions(log) == [0, 1, 2] and delta_rows(log) == [0, 1, 2]
+    mine = [p for p in log.dir.glob("date=*/*") if _PART.fullmatch(str(p.relative_to(log.dir)))]
+    assert not mine  # what the fold wrote is gone
+    assert log.batches(-1) == [0, 1, 2]  # read from the other writer's file
+
+
+def test_a_batch_is_committed_once(tmp_path: Path) -> None:
+    log = ChangeLog(tmp_path)
+    commit(log, 0, [change(0, "d", "t", DAY)])
+    # A batch written but not committed (a crash between the two) is not there; its replay
+    # writes the same file and commits it.
+    log.write(pa.Table.from_batches([to_record_batch([change(1, "d", "t", DAY)])]), 1)
+    log._written.result()
+    again = ChangeLog(tmp_path)
+    assert not again.committed(1) and positions(again) == [0]
+    commit(again, 1, [change(1, "d", "t", DAY)])
+    # Another applier committing the same batch later finds it committed: no second commit.
+    version = again.state().version
+    commit(log, 1, [change(1, "d", "t", DAY)])
+    assert log.state().version == version and positions(log) == [0, 1] and delta_rows(log) == [0, 1]
+    assert DeltaTable(str(log.dir)).transaction_version(APP_ID) == 1
+
+
+def test_checkpoints_and_the_retention(tmp_path: Path) -> None:
+    retention = {"delta.deletedFileRetentionDuration": "interval 0 hours",
+                 "delta.logRetentionDuration": "interval 0 hours"}  # fmt: skip
+    log = ChangeLog(tmp_path, properties=retention, checkpoint_every=4)
+    for b in range(5):
+        commit(log, b, [change(b, "d", "t", DAY)])
+    log.fold(4)  # version 6: no checkpoint; the batch files are tombstones
+    batch0 = log.dir / f"date=2026-11-21/batch-{0:020d}.parquet"
+    assert batch0.is_file()
+    for b in range(5, 7):
+        commit(log, b, [change(b, "d", "t", DAY)])  # version 8: a checkpoint with the tombstones
+    assert json.loads((log.log_dir / "_last_checkpoint").read_text())["version"] == 8
+    assert batch0.is_file() and not (log.log_dir / f"{1:020d}.json").exists()  # the log expired
+    for b in range(7, 11):
+        commit(log, b, [change(b, "d", "t", DAY)])  # version 12: the tombstones past the retention go
+    assert not batch0.exists()
+    assert positions(ChangeLog(tmp_path)) == list(range(11)) and delta_rows(log) == list(range(11))
+    assert ChangeLog(tmp_path).committed(10)  # the transaction id read from the checkpoint
+
+
+def test_the_writer_refuses_a_feature_it_does_not_keep_and_keeps_a_users_column(tmp_path: Path) -> None:
+    from deltalake import Field
+
+    log = ChangeLog(tmp_path)
+    commit(log, 0, [change(0, "d", "t", DAY)])
+    DeltaTable(str(log.dir)).alter.add_columns([Field("note", "string")])  # a user's column
+    commit(log, 1, [change(1, "d", "t", DAY)])
+    assert (
+        positions(log) == [0, 1]
+        and DeltaTable(str(log.dir)).to_pyarrow_table().column("note").null_count == 2
+    )
+
+    version = log.state().version
+    features = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["variantType"],
+                             "writerFeatures": ["appendOnly", "invariants", "variantType"]}}  # fmt: skip
+    assert commit_entry(
+        log.log_dir, version + 1, [{"commitInfo": {"operation": "SET TBLPROPERTIES"}}, features]
+    )
+    with pytest.raises(
+        ChangeLogError, match=r"changelog: writer version 7 with table features .*variantType"
+    ):
+        commit(ChangeLog(tmp_path), 2, [change(2, "d", "t", DAY)])
+    assert ChangeLog(tmp_path).last_batch() == 1
 
 
 def test_position_order(tmp_path: Path) -> None:
@@ -197,15 +276,21 @@ def test_runs_in_position_order_are_put_in_order_as_a_stable_sort_would() -> Non
             assert out.column("pk").num_chunks > 1  # blocks put in order as slices, no copy
 
 
+def test_a_change_log_of_the_earlier_layout_is_refused_not_written_over(tmp_path: Path) -> None:
+    (tmp_path / "changelog" / "_pycanal_commits").mkdir(parents=True)
+    with pytest.raises(ChangeLogError, match="changelog: a change log of pycanal before 2026-11-28"):
+        commit(ChangeLog(tmp_path), 0, [change(0, "d", "t", DAY)])
+
+
 def test_commit_waits_for_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The files are written in the background: a failure there fails the commit, no marker."""
+    """The files are written in the background: a failure there fails the commit."""
 
     def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError("No space left on device")
 
     monkeypatch.setattr(pq, "write_table", disk_full)
     log = ChangeLog(tmp_path)
-    files = log.write(pa.Table.from_batches([to_record_batch([change(0, "d", "t", DAY)])]), 3)
+    log.write(pa.Table.from_batches([to_record_batch([change(0, "d", "t", DAY)])]), 3)
     with pytest.raises(OSError, match="No space left"):
-        log.commit(3, {"files": files})
+        log.commit(3)
     assert not log.committed(3)

@@ -25,7 +25,7 @@ from pycanal.binlog.reader import read_events
 from pycanal.demo import SCHEMA, TABLES, Workload
 from pycanal.parse.filter import TableFilter
 from pycanal.spark.apply import applied_batch_ids
-from pycanal.spark.changelog import ChangeLog, change_log_files
+from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import compare_table
 from pycanal.spark.event_rows import EventRows
 from pycanal.testing import PrivateMariaDB
@@ -80,7 +80,7 @@ def commits(lake: Path) -> int:
 
 def changelog_positions(lake: Path) -> list[tuple]:
     out = []
-    for f in change_log_files(lake):
+    for f in ChangeLog(lake).files():
         t = pq.read_table(f, columns=["op", "position"])
         out += [
             (r["op"], r["position"]["file"], r["position"]["offset"], r["position"]["row"])

@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 
 from pipeline_helpers import embedded_server, stop_job
 from pycanal.spark.apply import applied_batch_ids, stage_dir
-from pycanal.spark.changelog import ChangeLog, change_log_files
+from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import normalize
 from pycanal.spark.current import table_path
 from pycanal.testing import PrivateMariaDB
@@ -137,7 +137,7 @@ def snapshot_state(lake: Path) -> object:
 
 def change_log(lake: Path) -> list[dict]:
     out = []
-    for f in change_log_files(lake):
+    for f in ChangeLog(lake).files():
         out += pq.read_table(f, columns=["op", "table", "pk", "position"]).to_pylist()
     return out
 

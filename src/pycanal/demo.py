@@ -6,7 +6,7 @@ Run with ``make demo`` (or ``python -m pycanal.demo [--seconds 30]``). It
 2. starts ``pycanal server`` with the shipped ``conf/`` (environment overrides point it at that
    MariaDB, a free port and ``var/demo/data``);
 3. starts a Spark structured stream ``format("canal")`` -> ``foreachBatch(ChangeApplier)`` writing
-   a change log (Parquet) and current-state Delta tables under ``var/demo/lake``;
+   a change log and current-state Delta tables under ``var/demo/lake``;
 4. the shop (customers, products, orders, order_items) already has rows, written before pycanal
    starts: the stream first takes them with the initial snapshot (``snapshot="initial"``) while a
    timed workload of inserts, updates and deletes with an ``ALTER TABLE`` in the middle runs,
@@ -322,9 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             server.terminate()
             server.wait(timeout=30)
     say("\n7. the tables, for any Delta reader:")
-    say(
-        f"   change log (Parquet):   {lake}/changelog   (read through its commit markers: pycanal.spark.changelog)"
-    )
+    say(f'   change log (Delta):     {lake}/changelog   (spark.read.format("delta"), partitioned by date)')
     say(f"   current state (Delta):  {lake}/current/shop/<table>")
     say(f"   Spark:   spark.read.format('delta').load('{lake}/current/shop/orders').show()")
     say(f"   DuckDB:  SELECT * FROM delta_scan('{lake}/current/shop/orders')")

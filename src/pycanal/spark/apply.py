@@ -9,11 +9,11 @@ log and current-state Delta tables.
 Per micro-batch (``batch_id`` from Spark, rows in any order, sorted here by position; a
 partition's rows staged by an executor, a ``STAGED`` row, replaced by its rows):
 
-1. if the change log's commit marker of ``batch_id`` exists, the batch is in the change log:
-   nothing to do; an empty batch has nothing to do either (no marker);
-2. the rows go to the change log (``changelog``: a Parquet file of the batch, folded later into
-   partitions by table and date), named by the batch id, then its commit marker is written atomically: from here
-   on the batch is durable, Spark may commit it and the source ack it to the server;
+1. if the change log has the batch's transaction id, the batch is in it: nothing to do; an
+   empty batch has nothing to do either (no commit);
+2. the rows go to the change log (``changelog``: a Delta table, the batch a file appended by one
+   commit with the Delta transaction id of the batch, clustered by table later): from here on the
+   batch is durable, Spark may commit it and the source ack it to the server;
 3. the current-state tables are brought up to date (``current_state``: MERGE per table, DDL followed);
    each step is idempotent by itself (Delta transaction ids, a step journal). The schema model
    after the batch is saved if the batch had DDL, then ``_pycanal/applied/<batch>.json`` records
@@ -181,6 +181,11 @@ class ChangeApplier:
         self.reads_in: dict[int, int] = {}
         # The last applies: (end, seconds, micro-batches, rows).
         self.rounds: deque[tuple[float, float, int, int]] = deque(maxlen=1000)
+        self._changelog = ChangeLog(
+            self.root,
+            properties=self.maintenance.table_properties(),
+            checkpoint_every=self.maintenance.checkpoint_every,
+        )
         self._fold_pool = ThreadPoolExecutor(1, thread_name_prefix="pycanal-fold") if background else None
         self._folding: Future[None] | None = None  # the change log's fold, while it runs or until reported
         self._folded: int | None = None  # the last batch folded (or being folded)
@@ -188,7 +193,7 @@ class ChangeApplier:
     def __call__(self, batch: Any, batch_id: int) -> None:
         batch_id = int(batch_id)
         self._spark = self._spark or getattr(batch, "sparkSession", None)
-        changelog = ChangeLog(self.root)
+        changelog = self._changelog
         if not self._caught_up:
             self.catch_up()
         if changelog.committed(batch_id):
@@ -201,20 +206,20 @@ class ChangeApplier:
         while len(self.rows_in) > 100:
             del self.rows_in[next(iter(self.rows_in))], self.reads_in[next(iter(self.reads_in))]
         if table.num_rows == 0:
-            # Nothing to log or apply (a replay is empty again): no marker, and no wait for the
+            # Nothing to log or apply (a replay is empty again): no commit, and no wait for the
             # background apply; a failure of it still surfaces here once it is known.
             self._raise_failure()
             return
-        files = changelog.write(table, batch_id)
+        changelog.write(table, batch_id)
         if self._pool is None:
-            changelog.commit(batch_id, {"files": files, "rows": table.num_rows})
+            changelog.commit(batch_id)
             _unlink(staged)
             self._apply([table], [batch_id])
             return
         with self._cond:  # room in the queue (a failure of the apply loop ends the wait)
             self._cond.wait_for(lambda: len(self._queue) < self.max_queued or self._pending is None)
         self._raise_failure()
-        changelog.commit(batch_id, {"files": files, "rows": table.num_rows})
+        changelog.commit(batch_id)
         _unlink(staged)
         with self._cond:
             self._queue.append((table, batch_id))
@@ -297,8 +302,8 @@ class ChangeApplier:
         self._schema_batch = (
             json.loads(self._applied_file(last).read_text())["schema_batch"] if applied else None
         )
-        changelog = ChangeLog(self.root)
-        pending = [b for b in changelog.batch_ids() if b > last]
+        changelog = self._changelog
+        pending = changelog.batches(last)
         journal = self._progress()
         i = 0
         while i < len(pending):
@@ -374,7 +379,7 @@ class ChangeApplier:
         if not every or self._folding is not None:  # one at a time; the next call reports a finished one
             return
         if self._folded is None:
-            self._folded = ChangeLog(self.root).folded_through()
+            self._folded = self._changelog.folded_through()
         if applied - self._folded < every:
             return
         self._folded = applied
@@ -385,14 +390,25 @@ class ChangeApplier:
 
     def _fold(self, upto: int) -> None:
         t0 = time.monotonic()
-        done = self.maintenance.fold(ChangeLog(self.root), upto)
+        done = self.maintenance.fold(self._changelog, upto)
         if done is None:
             return
-        # The applied records the fold covers (its manifest has their tables' times), but the last.
-        for b in batch_ids(self._state / "applied"):
-            if b < done["through"]:
-                self._applied_file(b).unlink(missing_ok=True)
+        self._summarize(done["through"])
         log.info("change log folded through micro-batch %d in %.2f s: %s", upto, time.monotonic() - t0, done)
+
+    def _summarize(self, upto: int) -> None:
+        """Fold the applied records before ``upto`` (the last applied batch: ``catch_up`` starts
+        after its record, which stays) into ``_pycanal/tables.json``, the source time of each table's last applied change."""
+        ids = [b for b in batch_ids(self._state / "applied") if b < upto]
+        if not ids:
+            return
+        summary = _summary(self.root)
+        for b in ids:
+            summary["tables"].update(json.loads(self._applied_file(b).read_text()).get("tables", {}))
+        summary["through"] = ids[-1]
+        write_atomically(self._state / "tables.json", json.dumps(summary).encode())
+        for b in ids:
+            self._applied_file(b).unlink(missing_ok=True)
 
     def _applied_file(self, batch_id: int) -> Path:
         return self._state / "applied" / f"{batch_id:020d}.json"
@@ -477,17 +493,22 @@ def applied_batch_ids(target_dir: str | Path) -> list[int]:
     return batch_ids(Path(target_dir) / "_pycanal" / "applied")
 
 
+def _summary(target_dir: str | Path) -> dict[str, Any]:
+    path = Path(target_dir) / "_pycanal" / "tables.json"
+    return json.loads(path.read_text()) if path.is_file() else {"through": -1, "tables": {}}
+
+
 def table_times(target_dir: str | Path) -> dict[str, float]:
     """Per ``database.table``: the source's commit time (epoch s) of the last change applied to
-    it (from the change log's last fold and the applied records after it)."""
+    it (from the summary of the folded applied records and the applied records after it)."""
     applied = Path(target_dir) / "_pycanal" / "applied"
     for _ in range(100):
-        ids = applied_batch_ids(target_dir)  # before the manifest: a fold deletes records after it
-        manifest = ChangeLog(target_dir).manifest()
-        out = dict(manifest["tables"])
+        ids = applied_batch_ids(target_dir)  # before the summary: a fold deletes records after it
+        summary = _summary(target_dir)
+        out = dict(summary["tables"])
         try:
             for b in ids:
-                if b > manifest["through"]:
+                if b > summary["through"]:
                     out.update(json.loads((applied / f"{b:020d}.json").read_text()).get("tables", {}))
         except FileNotFoundError:
             continue

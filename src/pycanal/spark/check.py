@@ -16,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TableCheck", "compare_table", "normalize"]
+__all__ = ["TableCheck", "compare_table", "log_difference", "normalize"]
 
 
 def normalize(v: Any) -> Any:
@@ -97,6 +97,8 @@ def compare_table(
     path = str(table_path(lake, database, table))
     if spark is not None:
         target = spark.read.format("delta").load(path).toArrow().to_pylist()
+        if (diff := log_difference(spark, path)) is not None:
+            return TableCheck(table, len(source), len(target), "", "", diff)
     else:
         from deltalake import DeltaTable
 
@@ -117,3 +119,39 @@ def compare_table(
     if missing and diff is None:
         diff = f"target lacks columns {missing}"
     return TableCheck(table, len(a), len(b), _digest(a), _digest(b), diff)
+
+
+def log_difference(spark: Any, path: str | Path) -> str | None:
+    """What Delta Lake for Spark's snapshot of the table at ``path`` (``DESCRIBE DETAIL``: its
+    replay of the log) says otherwise than pycanal's replay (``delta.log.LogState``): the live
+    files and their bytes, the protocol, the partition columns, the properties, and the rows the
+    files' statistics count (less their deletion vectors) against the rows Spark reads; None if
+    they agree."""
+    from .delta.log import LogState
+
+    log_dir = Path(path) / "_delta_log"
+    state = (LogState.at_checkpoint(log_dir) or LogState()).replay(log_dir)
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first().asDict()
+    protocol, metadata = state.protocol or {}, state.metadata or {}
+    stats = [json.loads(a["stats"]) if a.get("stats") else {} for a in state.live.values()]
+    mine = {
+        "numFiles": len(state.live),
+        "sizeInBytes": sum(int(a["size"]) for a in state.live.values()),
+        "minReaderVersion": protocol.get("minReaderVersion"),
+        "minWriterVersion": protocol.get("minWriterVersion"),
+        "partitionColumns": list(metadata.get("partitionColumns") or []),
+        "properties": dict(metadata.get("configuration") or {}),
+    }
+    theirs = {k: detail[k] for k in mine}
+    theirs["properties"] = dict(theirs["properties"] or {})
+    for k in mine:
+        if mine[k] != theirs[k]:
+            return f"{path}: Spark's Delta log has {k} {theirs[k]!r}, pycanal's {mine[k]!r}"
+    if all("numRecords" in s for s in stats):
+        rows = sum(int(s["numRecords"]) for s in stats) - sum(
+            int((a.get("deletionVector") or {}).get("cardinality", 0)) for a in state.live.values()
+        )
+        read = spark.read.format("delta").load(str(path)).count()
+        if rows != read:
+            return f"{path}: the files' statistics count {rows} rows, Spark's Delta reads {read}"
+    return None

@@ -24,9 +24,11 @@ thread that just merged into a table and counted in that table's MERGEs:
   expiry does not see -- files a writer wrote and never committed (a crash between the two),
   tombstones dropped by delta-rs' own checkpoints, deletion vector files.
 
-The change log is folded by the applier every ``fold_every`` applied micro-batches
-(``ChangeLog.fold``: its per-batch files into partitions by table and date, merged ``fold_fanout``
-at a time up to ``fold_target_mb``; files it replaced deleted after ``retention_hours``).
+The change log (a Delta table too) is folded by the applier every ``fold_every`` applied
+micro-batches (``ChangeLog.fold``: its per-batch files clustered into files by table and day,
+merged ``fold_fanout`` at a time up to ``fold_target_mb``); it has a checkpoint every
+``checkpoint_every`` commits, with the same expiry under the same retentions. The files of a fold
+cut short by a crash are left for a vacuum (Spark's or delta-rs'): no version names them.
 
 The counters start at a per-table offset so that tables merged in the same micro-batches do not
 all compact in the same one. None of these commits changes rows or the Delta transaction ids
@@ -115,7 +117,6 @@ class Maintenance:
         """Fold ``changelog`` (a ``ChangeLog``) through batch ``upto`` with these settings."""
         return changelog.fold(
             upto,
-            retention_seconds=self.retention_hours * 3600,
             fanout=self.fold_fanout,
             target_bytes=int(self.fold_target_mb * (1 << 20)),
         )

@@ -68,9 +68,10 @@ def last_checkpoint(log_dir: Path) -> tuple[int, int | None] | None:
 
 
 def checkpoint_rows(part: Path, columns: list[str]) -> pa.Table:
-    """``columns`` of a checkpoint file's rows but those in row groups of tombstones alone (where
+    """``columns`` (those it has) of a checkpoint file's rows but those in row groups of tombstones alone (where
     every row has a ``remove``: ``checkpoint`` writes them so; other writers' row groups are read)."""
     data = pq.ParquetFile(part)
+    columns = [c for c in columns if c in data.schema_arrow.names]  # another writer's may lack one
     meta = data.metadata
     keep = []
     for i in range(meta.num_row_groups):
@@ -115,7 +116,7 @@ def put_if_absent(path: Path, data: bytes) -> bool:
 @dataclass
 class LogState:
     """What a table's log says up to ``version``: the live adds by path, the last ``metaData`` and
-    ``protocol``, the latest ``txn`` of each application among the entries replayed, the kinds of
+    ``protocol``, the latest ``txn`` of each application (in the checkpoint and the entries), the kinds of
     any other actions replayed (``other``; ``commitInfo`` is none), and, where ``removes`` is a
     list, the tombstones replayed, in order."""
 
@@ -141,11 +142,13 @@ class LogState:
         state = cls(base)
         for part in checkpoint_parts(log_dir, base, parts):
             try:
-                rows = checkpoint_rows(part, ["add", "metaData", "protocol"])
+                rows = checkpoint_rows(part, ["add", "metaData", "protocol", "txn"])
             except FileNotFoundError:
                 return None  # cleaned up after a newer one, or missing
             for add in rows.column("add").drop_null().to_pylist():
                 state.live[add["path"]] = add
+            if "txn" in rows.column_names:
+                state.txns.update((t["appId"], t) for t in rows.column("txn").drop_null().to_pylist())
             state.metadata = _first(rows, "metaData") or state.metadata
             state.protocol = _first(rows, "protocol") or state.protocol
         return state
