@@ -560,8 +560,8 @@ def test_the_change_log_is_folded_while_streaming(
     for b, rows in enumerate(batches[:6]):
         applier(arrow_rows(rows), b)
     applier.wait()
-    folded = ChangeLog(streamed).folded_through()
-    assert folded >= 2 and min(applied_batch_ids(streamed)) == folded
+    folded = ChangeLog(streamed).folded_through()  # 1 where the first round applied batches 0-1 alone
+    assert folded >= 1 and min(applied_batch_ids(streamed)) == folded
 
     real = changelog._write_parquet
 

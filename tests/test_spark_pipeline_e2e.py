@@ -104,6 +104,9 @@ def binlog_positions(db: PrivateMariaDB, start: tuple[str, int]) -> list[tuple]:
     ]
 
 
+# On the standalone cluster alone: the local master's kill and restart are the restart backlog's
+# (test_spark_restart_backlog, both apply modes).
+@pytest.mark.parametrize("cluster", ["cluster"], indirect=True)
 def test_driver_sigkill_exactly_once(
     db: PrivateMariaDB,
     cluster: Any,

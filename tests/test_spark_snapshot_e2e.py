@@ -162,13 +162,16 @@ def rows_equal(db: PrivateMariaDB, lake: Path, table: str, session: Any = None) 
     return f"{len(source)} source rows, {len(target)} target rows; differing: {diff}"
 
 
+# On the standalone cluster alone (the chunks read by its executors, in other processes than
+# the driver): the local master's kill and restart are the restart backlog's (test_spark_restart_backlog).
+@pytest.mark.parametrize("cluster", ["cluster"], indirect=True)
 def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
     db: PrivateMariaDB,
     cluster: Any,
     tmp_path: Path,
     spark: Any,  # noqa: F811 - the fixture
 ) -> None:
-    """On local[2] and on a 2-worker standalone cluster (the chunks read by its executors)."""
+    """On a 2-worker standalone cluster (the chunks read by its executors)."""
     master = cluster.master_url if cluster is not None else "local[2]"
     load(db)
     db.flush_binary_logs()
