@@ -19,6 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 from pycanal.spark import cow
 from pycanal.spark.cow import Contents, KeyedTable
 from pycanal.spark.delta import dv
+from pycanal.spark.delta.log import live_adds
 from pycanal.spark.delta.tablestate import read_rows
 from spark_fixtures import spark  # noqa: F401
 
@@ -102,6 +103,9 @@ def test_random_changes_with_deletion_vectors_read_back_equal_the_model(
             t.checkpoint()  # ours, from the previous one
     assert vectors_seen >= 2
     assert read(path, schema) == model
+    # Delta's protocol: a file with a deletion vector carries numRecords (what readers count it by).
+    with_vectors = [a for a in live_adds(path / "_delta_log", t.version).values() if a.get("deletionVector")]
+    assert with_vectors and all(json.loads(a["stats"])["numRecords"] > 0 for a in with_vectors)
     assert DeltaTable(str(path)).transaction_version("app") == txn
     t.checkpoint()
     assert json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"] == t.version

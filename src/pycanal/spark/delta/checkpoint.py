@@ -138,11 +138,27 @@ def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> None:
     except (OSError, ValueError):
         pass  # unreadable: ours replaces it
     adds = len(rows) - rows.column("add").null_count
-    text = json.dumps(
-        {"version": version, "size": rows.num_rows, "sizeInBytes": len(data), "numOfAddFiles": adds}
+    _point(
+        log_dir, {"version": version, "size": rows.num_rows, "sizeInBytes": len(data), "numOfAddFiles": adds}
     )
-    # Replaced whole, not synced: like the entries and checkpoints it points among (a reader that
-    # finds it stale or unreadable reads on from the entries, or through delta-rs).
+    # Another writer may have pointed at a later checkpoint between the check above and the
+    # replace: the pointer goes back to the latest single-file checkpoint there is, so it never
+    # ends behind one (tests/test_spark_maintenance.py).
+    newer = [v for v in _single_checkpoints(log_dir) if v > version]
+    if newer:
+        latest = max(newer)
+        meta = pq.ParquetFile(checkpoint_path(log_dir, latest)).metadata
+        _point(log_dir, {"version": latest, "size": meta.num_rows})
+
+
+def _point(log_dir: Path, pointer: dict[str, int]) -> None:
+    """Replace ``_last_checkpoint`` whole, not synced: like the entries and checkpoints it points
+    among (a reader that finds it stale or unreadable reads on from the entries, or through delta-rs)."""
     tmp = log_dir / f"._last_checkpoint.{uuid.uuid4().hex}.tmp"
-    tmp.write_text(text)
+    tmp.write_text(json.dumps(pointer))
     os.replace(tmp, log_dir / "_last_checkpoint")
+
+
+def _single_checkpoints(log_dir: Path) -> list[int]:
+    """The versions of the single-file checkpoints in ``log_dir``."""
+    return [int(n[:20]) for n in os.listdir(log_dir) if len(n) == 39 and n.endswith(".checkpoint.parquet")]
