@@ -19,6 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 from pycanal.spark import cow
 from pycanal.spark.apply import ChangeApplier
 from pycanal.spark.arrow import take_in_blocks
+from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.cow import Contents, KeyedTable, unsupported
 from pycanal.spark.current import table_path
 from pycanal.spark.rows import ChangeRow, RowPosition
@@ -425,7 +426,8 @@ def test_a_filesystem_without_hard_links_sends_the_table_to_merge(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Some network and FUSE filesystems refuse ``link`` (EPERM): nothing is committed or left
-    behind by the try, the table is not written here again, and the applier MERGEs it."""
+    behind by the try, the table is not written here again, and the applier MERGEs it; the change
+    log's commits go through delta-rs."""
     root = tmp_path / "lake"
     applier = ChangeApplier(root, schema_ddl="CREATE TABLE db.t (id INT PRIMARY KEY, v INT)", apply_threads=1)
     applier(arrow_rows([change("INSERT", 1, 1, 10)]), 0)
@@ -441,6 +443,13 @@ def test_a_filesystem_without_hard_links_sends_the_table_to_merge(
     assert table.history(1)[0]["engineInfo"].startswith("delta-rs")
     assert not list((path / "_delta_log").glob("*.tmp"))
     assert {p.name for p in path.glob("*.parquet")} == {Path(u).name for u in table.file_uris()}  # no orphan
+    # The change log commits through delta-rs there too, with the batch's transaction id.
+    changes = ChangeLog(root)
+    assert (
+        changes.rows() == 2
+        and changes.last_batch() == 1
+        and DeltaTable(str(changes.dir)).history(1)[0]["engineInfo"].startswith("delta-rs")
+    )
 
 
 def test_text_key_ranges_are_trusted_only_where_pycanal_wrote_them(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import re
 import threading
@@ -46,7 +47,8 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.transaction import AddAction, RemoveAction
 
 from pycanal import __version__
 from pycanal.common.files import clear_temporaries, write_atomically
@@ -66,6 +68,7 @@ CHANGELOG_SCHEMA = pa.schema(
 )
 _TABLE_SCHEMA = CHANGELOG_SCHEMA.append(pa.field("date", pa.date32()))
 _ENGINE = f"pycanal-{__version__}"
+log = logging.getLogger(__name__)
 _PART = re.compile(r"date=([0-9-]+)/part-(\d{20})-(\d{20})-(\d+)-[0-9a-f]+\.parquet")
 _BATCH = re.compile(r"date=([0-9-]+)/batch-(\d{20})\.parquet")
 # What the writer keeps exact statistics of: the cluster key, and what readers select batches by.
@@ -227,7 +230,15 @@ class ChangeLog:
                 if conflict is not None and conflict(state):
                     return None
                 version = state.version + 1
-                if commit(self.log_dir, version, actions):
+                try:
+                    created = commit(self.log_dir, version, actions)
+                except OSError as exc:  # no hard links here (some network and FUSE filesystems)
+                    log.info("%s: %s; committing through delta-rs", self.log_dir, exc.strerror or exc)
+                    self._commit_by_delta_rs(actions)
+                    state.replay(self.log_dir)
+                    version = state.version
+                    break
+                if created:
                     state.version = version
                     state.apply([next(iter(a.items())) for a in actions])
                     break
@@ -235,9 +246,27 @@ class ChangeLog:
             live = set(state.live)
         if self.checkpoint_every and version % self.checkpoint_every == 0:
             # Made from the last one where the entries since are plain, else by delta-rs.
-            if not from_log(self.log_dir, version, {unquote(p) for p in live}):
+            try:
+                made = from_log(self.log_dir, version, {unquote(p) for p in live})
+            except OSError:  # no hard links for its file
+                made = False
+            if not made:
                 DeltaTable(str(self.dir), version=version).create_checkpoint()
         return version
+
+    def _commit_by_delta_rs(self, actions: list[dict[str, Any]]) -> None:
+        """The same commit through delta-rs' log store (its own put-if-absent, without links)."""
+        adds = [AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"], a["dataChange"],
+                          a["stats"]) for a in (x["add"] for x in actions if "add" in x)]  # fmt: skip
+        removes = [RemoveAction(r["path"], r["dataChange"], r["deletionTimestamp"], r["size"], r["partitionValues"])
+                   for r in (x["remove"] for x in actions if "remove" in x)]  # fmt: skip
+        txns = [
+            Transaction(t["appId"], t["version"], t["lastUpdated"])
+            for t in (x["txn"] for x in actions if "txn" in x)
+        ]
+        dt = DeltaTable(str(self.dir))
+        dt.create_write_transaction([*removes, *adds], "append", dt.schema(), ["date"],
+                                    commit_properties=CommitProperties(app_transactions=txns))  # fmt: skip
 
     # ------------------------------------------------------------------ the writer
     def committed(self, batch_id: int) -> bool:
