@@ -467,8 +467,10 @@ def test_unreachable_broker_is_one_line_naming_destination_and_topic(
         ({"kafka.max.request.size": "big"}, {}, "kafka.max.request.size"),
         ({}, {"canal.mq.partitionHash": "pycanal\\\\.(:$pk$"}, "canal.mq.partitionHash"),
         ({}, {"canal.mq.topic": ""}, "canal.mq.topic"),
+        ({"kafka.transactional.id": "app"}, {}, "canal.mq.transaction"),
+        ({"canal.mq.transaction": "true", "kafka.acks": "1"}, {}, "kafka.acks"),
     ],
-    ids=["unknown-key", "bad-number", "bad-partition-hash", "no-topic"],
+    ids=["unknown-key", "bad-number", "bad-partition-hash", "no-topic", "id-without-transaction", "acks-1"],
 )
 def test_bad_settings_stop_the_start_with_one_line(
     canal: dict[str, str], instance: dict[str, str], needle: str, mariadb: PrivateMariaDB, tmp_path: Path
