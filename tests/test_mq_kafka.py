@@ -254,18 +254,25 @@ def test_server_kill9_mid_stream_loses_nothing(
     )
     log = tmp_path / "server.log"
     servers.append(Server(conf, log).start())
-    rounds = 40
+    killed = threading.Event()
 
     def writer() -> None:
-        for k in range(rounds):
+        # Until 20 rounds after the kill (at most 400): the kill is mid-stream however slowly
+        # the server starts on a loaded machine.
+        after = 0
+        for k in range(400):
             work.round(k)
             time.sleep(0.05)
+            after += killed.is_set()
+            if after >= 20:
+                break
 
     thread = threading.Thread(target=writer)
     thread.start()
     wait_for("the first records", lambda: len(kafka.records(topic)) > 0, timeout=60, interval=0.2)
     servers[0].kill()  # mid-stream: the writer is still writing
     killed_at = sum(work.rows.values())
+    killed.set()
     servers.append(Server(conf, log).start())
     thread.join()
     expected = sum(work.rows.values())
