@@ -1,13 +1,18 @@
-"""Shared by the Kafka-mode tests: a conf dir for ``pycanal server`` in kafka mode, a checkable
-MariaDB workload (every row change counted as MariaDB reports it), and readers that turn a topic's
-records back into row changes and check each record's partition against pycanal.mq's rules."""
+"""Shared by the Kafka-mode tests: a conf dir for ``pycanal server`` in kafka mode, the server as a
+child process, a checkable MariaDB workload (every row change counted as MariaDB reports it), and
+readers that turn a topic's records back into row changes, replay them and check each record's
+partition against pycanal.mq's rules."""
 
 from __future__ import annotations
 
 import json
 import random
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -20,6 +25,16 @@ from pycanal.testing import PrivateMariaDB
 from pycanal.testing.kafka import KafkaRecord
 
 _ROW_TYPES = {pb.INSERT: "INSERT", pb.UPDATE: "UPDATE", pb.DELETE: "DELETE"}
+
+PYCANAL = [sys.executable, "-m", "pycanal.cli"]
+
+
+def wait_for(what: str, done: Callable[[], object], timeout: float = 90.0, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
 
 
 def write_conf(
@@ -56,6 +71,40 @@ def write_conf(
     (root / "canal.properties").write_text("".join(f"{k} = {v}\n" for k, v in server.items()))
     (root / destination / "instance.properties").write_text("".join(f"{k} = {v}\n" for k, v in inst.items()))
     return root
+
+
+class Server:
+    """``pycanal server --conf DIR`` as a child process, its output in ``log``."""
+
+    def __init__(self, conf: Path, log: Path) -> None:
+        self.conf, self.log = conf, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Server:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [*PYCANAL, "server", "--conf", str(self.conf)], stdout=out, stderr=subprocess.STDOUT
+            )
+        return self
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
 
 
 @dataclass
@@ -187,6 +236,19 @@ def proto_rows(records: Iterable[KafkaRecord]) -> tuple[list[RowChange], list[pb
                 key = json.dumps([h.logfileName, h.logfileOffset, after, before])
                 rows.append(RowChange(h.tableName, _ROW_TYPES[change.eventType], after, before, key))
     return rows, ddl
+
+
+def replay(rows: list[RowChange], table: str) -> dict[int, tuple[object, ...]]:
+    """A table's rows after applying its distinct row changes in binlog order (protobuf keys)."""
+    state: dict[int, tuple[object, ...]] = {}
+    distinct = {r.key: r for r in rows if r.table == table}
+    for r in sorted(distinct.values(), key=lambda r: json.loads(r.key)[:2]):
+        if r.type != "INSERT":
+            del state[int(dict(r.before)["id"])]
+        if r.type != "DELETE":
+            after = dict(r.after)
+            state[int(after["id"])] = (int(after["id"]), after["name"], int(after["qty"]), after["note"])
+    return state
 
 
 def check_partitions(

@@ -13,11 +13,8 @@
 
 from __future__ import annotations
 
-import json
 import re
-import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -27,7 +24,17 @@ from typing import Any
 
 import pytest
 
-from mq_kafka_support import RowChange, Workload, check_partitions, flat_rows, proto_rows, write_conf
+from mq_kafka_support import (
+    PYCANAL,
+    Server,
+    Workload,
+    check_partitions,
+    flat_rows,
+    proto_rows,
+    replay,
+    wait_for,
+    write_conf,
+)
 from pycanal.client.printer import message_lines
 from pycanal.deployer import Deployer
 from pycanal.deployer.mq import kafka_config, mq_destination, mq_options
@@ -42,19 +49,9 @@ from pycanal.testing.kafka import PrivateKafka
 
 pytestmark = pytest.mark.mariadb
 
-PYCANAL = [sys.executable, "-m", "pycanal.cli"]
-
 
 def _suffix() -> str:
     return uuid.uuid4().hex[:8]
-
-
-def _wait(what: str, done: Callable[[], bool], timeout: float = 90.0, interval: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
 
 
 def _row_count(entries: list[Any]) -> int:
@@ -143,7 +140,7 @@ def test_topics_hold_exactly_the_built_records(
     try:
         work.mixed()
         expected = sum(work.rows.values())
-        _wait(
+        wait_for(
             f"{expected} row changes in acked batches",
             lambda: (
                 starter.stats()["shop"].batches == len(built)
@@ -205,13 +202,13 @@ def test_reload_moves_the_destination_to_its_new_topic(
     try:
         work.round(0)
         first = sum(work.rows.values())
-        _wait("the first round", lambda: len(flat_rows(kafka.records(old))[0]) >= first)
+        wait_for("the first round", lambda: len(flat_rows(kafka.records(old))[0]) >= first)
         path = conf / "shop" / "instance.properties"
         path.write_text(path.read_text().replace(old, new))
         assert [e.kind for e in deployer.scan_once()] == ["reload"]
         work.round(1)
         expected = sum(work.rows.values())
-        _wait(
+        wait_for(
             "the second round in the new topic",
             lambda: len({r.key for r in flat_rows(kafka.records(old) + kafka.records(new))[0]}) >= expected,
         )
@@ -223,40 +220,6 @@ def test_reload_moves_the_destination_to_its_new_topic(
 
 
 # ---------------------------------------------------------------------------------- the CLI
-class Server:
-    """``pycanal server --conf DIR`` as a child process, its output in ``log``."""
-
-    def __init__(self, conf: Path, log: Path) -> None:
-        self.conf, self.log = conf, log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Server:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [*PYCANAL, "server", "--conf", str(self.conf)], stdout=out, stderr=subprocess.STDOUT
-            )
-        return self
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
-
-
 @pytest.fixture
 def servers() -> Iterator[list[Server]]:
     started: list[Server] = []
@@ -291,18 +254,25 @@ def test_server_kill9_mid_stream_loses_nothing(
     )
     log = tmp_path / "server.log"
     servers.append(Server(conf, log).start())
-    rounds = 40
+    killed = threading.Event()
 
     def writer() -> None:
-        for k in range(rounds):
+        # Until 20 rounds after the kill (at most 400): the kill is mid-stream however slowly
+        # the server starts on a loaded machine.
+        after = 0
+        for k in range(400):
             work.round(k)
             time.sleep(0.05)
+            after += killed.is_set()
+            if after >= 20:
+                break
 
     thread = threading.Thread(target=writer)
     thread.start()
-    _wait("the first records", lambda: len(kafka.records(topic)) > 0, timeout=60, interval=0.2)
+    wait_for("the first records", lambda: len(kafka.records(topic)) > 0, timeout=60, interval=0.2)
     servers[0].kill()  # mid-stream: the writer is still writing
     killed_at = sum(work.rows.values())
+    killed.set()
     servers.append(Server(conf, log).start())
     thread.join()
     expected = sum(work.rows.values())
@@ -312,7 +282,7 @@ def test_server_kill9_mid_stream_loses_nothing(
         rows, _ = flat_rows(kafka.records(topic)) if flat else proto_rows(kafka.records(topic))
         return {r.key for r in rows}
 
-    _wait(f"{expected} distinct row changes", lambda: len(unique()) >= expected, timeout=120)
+    wait_for(f"{expected} distinct row changes", lambda: len(unique()) >= expected, timeout=120)
     assert servers[1].stop() == 0
     records = kafka.records(topic)
     rows, _ = flat_rows(records) if flat else proto_rows(records)
@@ -328,19 +298,6 @@ def test_server_kill9_mid_stream_loses_nothing(
     if not flat:  # entries carry their binlog position: replayed in that order, they give the tables
         for name in ("a", "b"):
             assert replay(rows, work.table(name)) == work.state(name)
-
-
-def replay(rows: list[RowChange], table: str) -> dict[int, tuple[object, ...]]:
-    """A table's rows after applying its distinct row changes in binlog order (protobuf keys)."""
-    state: dict[int, tuple[object, ...]] = {}
-    distinct = {r.key: r for r in rows if r.table == table}
-    for r in sorted(distinct.values(), key=lambda r: json.loads(r.key)[:2]):
-        if r.type != "INSERT":
-            del state[int(dict(r.before)["id"])]
-        if r.type != "DELETE":
-            after = dict(r.after)
-            state[int(after["id"])] = (int(after["id"]), after["name"], int(after["qty"]), after["note"])
-    return state
 
 
 def test_broker_restart_mid_stream_loses_nothing(
@@ -376,11 +333,11 @@ def test_broker_restart_mid_stream_loses_nothing(
 
     thread = threading.Thread(target=writer)
     thread.start()
-    _wait("the first records", lambda: len(broker.records(topic)) > 0, timeout=60, interval=0.2)
+    wait_for("the first records", lambda: len(broker.records(topic)) > 0, timeout=60, interval=0.2)
     broker.restart(kill=True)  # the broker dies under the producer and comes back on the same port
     thread.join()
     expected = sum(work.rows.values())
-    _wait(
+    wait_for(
         f"{expected} distinct row changes",
         lambda: len({r.key for r in flat_rows(broker.records(topic))[0]}) >= expected,
         timeout=180,
@@ -416,7 +373,7 @@ def test_tail_kafka_prints_the_topic(
     work.round(0)
     expected = sum(work.rows.values())
     read = flat_rows if flat else proto_rows
-    _wait(f"{expected} row changes", lambda: len(read(kafka.records(topic))[0]) >= expected)
+    wait_for(f"{expected} row changes", lambda: len(read(kafka.records(topic))[0]) >= expected)
     assert server.stop() == 0
     done = subprocess.run(
         [*PYCANAL, "tail", "--kafka", kafka.bootstrap_servers, "--topic", topic, "--limit", str(expected)],
@@ -459,7 +416,7 @@ def test_missing_topic_with_auto_create_off_is_one_line_and_nothing_acked(
     server = Server(conf, tmp_path / "server.log").start()
     servers.append(server)
     work.round(0)
-    _wait("the send failure", lambda: "event=mq-send-failed" in server.text(), timeout=60)
+    wait_for("the send failure", lambda: "event=mq-send-failed" in server.text(), timeout=60)
     line = next(ln for ln in server.text().splitlines() if "event=mq-send-failed" in ln)
     assert "destination=shop" in line and f"topic={topic}" in line and "not on the broker" in line
     assert topic not in broker.topics()
@@ -467,7 +424,7 @@ def test_missing_topic_with_auto_create_off_is_one_line_and_nothing_acked(
     broker.create_topic(topic, 1)
     work.round(1)
     expected = sum(work.rows.values())
-    _wait(
+    wait_for(
         f"{expected} row changes",
         lambda: len({r.key for r in flat_rows(broker.records(topic))[0]}) >= expected,
         timeout=90,
@@ -499,7 +456,7 @@ def test_unreachable_broker_is_one_line_naming_destination_and_topic(
     server = Server(conf, tmp_path / "server.log").start()
     servers.append(server)
     work.round(0)
-    _wait("the send failure", lambda: "event=mq-send-failed" in server.text(), timeout=60)
+    wait_for("the send failure", lambda: "event=mq-send-failed" in server.text(), timeout=60)
     line = next(ln for ln in server.text().splitlines() if "event=mq-send-failed" in ln)
     assert "destination=shop" in line and f"topic=mqk-nowhere-{sfx}" in line
     assert "answered no metadata request" in line
@@ -517,8 +474,10 @@ def test_unreachable_broker_is_one_line_naming_destination_and_topic(
         ({"kafka.max.request.size": "big"}, {}, "kafka.max.request.size"),
         ({}, {"canal.mq.partitionHash": "pycanal\\\\.(:$pk$"}, "canal.mq.partitionHash"),
         ({}, {"canal.mq.topic": ""}, "canal.mq.topic"),
+        ({"kafka.transactional.id": "app"}, {}, "canal.mq.transaction"),
+        ({"canal.mq.transaction": "true", "kafka.acks": "1"}, {}, "kafka.acks"),
     ],
-    ids=["unknown-key", "bad-number", "bad-partition-hash", "no-topic"],
+    ids=["unknown-key", "bad-number", "bad-partition-hash", "no-topic", "id-without-transaction", "acks-1"],
 )
 def test_bad_settings_stop_the_start_with_one_line(
     canal: dict[str, str], instance: dict[str, str], needle: str, mariadb: PrivateMariaDB, tmp_path: Path

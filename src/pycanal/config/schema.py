@@ -311,6 +311,13 @@ _k("canal.mq.accessChannel", "local", _str, S, "RocketMQ: local or cloud (Aliyun
 _k("canal.mq.database.hash", "true", _bool, S, "partitionHash includes the database name's hash")
 _k("canal.mq.send.thread.size", "30", _positive(_int), S, "MQ send threads")
 _k("canal.mq.build.thread.size", "8", _positive(_int), S, "MQ message build threads")
+_k(
+    "canal.mq.transaction",
+    "false",
+    _bool,
+    S,
+    "pycanal: Kafka transactions, exactly once for read_committed consumers (Kafka mode)",
+)
 _k("canal.mq.topic", "", _opt_str, I, "the destination's topic (also dynamicTopic's fallback)")
 _k("canal.mq.partition", "0", _non_negative, I, "the fixed partition without partitionHash")
 _k("canal.mq.partitionsNum", "", _opt_positive, I, "partition count for partitionHash (unset: 1)")

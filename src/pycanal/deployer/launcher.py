@@ -100,13 +100,20 @@ class CanalLauncher:
     def _attach_mq(self) -> None:
         """The Kafka MQ starter; the producer settings are checked now (a bad ``kafka.*`` key stops
         the start), the broker is first asked when a destination sends."""
-        from pycanal.mq.producer import KafkaSender, ProducerConfigError
+        from pycanal.mq.producer import KafkaSender, ProducerConfigError, TransactionalKafkaSender
         from pycanal.mq.starter import MQStarter
 
         cfg = self.config
+        transactional = bool(cfg["canal.mq.transaction"])
+
+        def sender(destination: str) -> KafkaSender:
+            if transactional:
+                return TransactionalKafkaSender(config, destination)
+            return KafkaSender(config)
+
         try:
             config = kafka_config(cfg)
-            KafkaSender(config).close(0)
+            sender("check").close(0)
         except ProducerConfigError as exc:
             raise LauncherError(str(exc)) from None
         for destination in cfg.destinations:  # every destination's canal.mq.* keys, before any starts
@@ -115,12 +122,17 @@ class CanalLauncher:
             self.deployer.server,
             {},
             mq_options(cfg),
-            lambda _destination: KafkaSender(config),
+            sender,
             batch_size=cfg["canal.mq.canalBatchSize"],
             get_timeout_ms=cfg["canal.mq.canalGetTimeout"],
         )
         self.deployer.attach_mq(self.mq)
-        log.info("event=mq-producer mode=%s bootstrap=%s", self.mode, config.get("bootstrap.servers"))
+        log.info(
+            "event=mq-producer mode=%s bootstrap=%s transactional=%s",
+            self.mode,
+            config.get("bootstrap.servers"),
+            str(transactional).lower(),
+        )
 
     def start(self) -> CanalLauncher:
         cfg = self.config

@@ -8,7 +8,9 @@ the instance's ``CanalMQConfig``), and the MQ starter of a deployed server.
   ``canal.mq.partitionHash`` / ``dynamicTopic`` / ``dynamicTopicPartitionNum`` is a
   :class:`~pycanal.config.ConfigError` naming the destination and the key.
 * :func:`kafka_config`: the producer's librdkafka configuration from the ``kafka.*`` keys (and the
-  <= 1.1.4 ``canal.mq.*`` names), where canal.properties, overrides or the environment set them.
+  <= 1.1.4 ``canal.mq.*`` names), where canal.properties, overrides or the environment set them;
+  ``kafka.transactional.id`` only with ``canal.mq.transaction = true`` (it is the prefix of each
+  destination's transactional id, :func:`pycanal.mq.producer.transactional_config`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from pycanal.config import CanalConfig, ConfigError, InstanceConfig
-from pycanal.mq.producer import CANAL_KAFKA_DEFAULTS, producer_config
+from pycanal.mq.producer import CANAL_KAFKA_DEFAULTS, ProducerConfigError, producer_config
 from pycanal.mq.rules import match_topic, parse_partition_hash, topic_partitions
 from pycanal.mq.settings import LEGACY_KAFKA_KEYS, MQDestination, MQOptions, kafka_properties
 
@@ -85,4 +87,10 @@ def kafka_config(cfg: CanalConfig) -> dict[str, str]:
     names = {key for key in cfg.server.keys_set() if key.startswith("kafka.")}
     names |= {f"kafka.{key}" for key in CANAL_KAFKA_DEFAULTS} | set(LEGACY_KAFKA_KEYS)
     values = {key: raw for key in sorted(names) if (raw := cfg.server.raw(key)) is not None}
-    return producer_config(kafka_properties(values))
+    config = producer_config(kafka_properties(values))
+    if "transactional.id" in config and not cfg["canal.mq.transaction"]:
+        raise ProducerConfigError(
+            "kafka.transactional.id is set but canal.mq.transaction is not true: pycanal's "
+            "transactional producer needs both (the id is each destination's prefix)"
+        )
+    return config

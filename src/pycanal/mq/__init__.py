@@ -5,7 +5,9 @@
 * :mod:`.rules` -- ``canal.mq.partitionHash``, ``dynamicTopic``, ``dynamicTopicPartitionNum``;
 * :mod:`.partition` -- rows to partitions, with Java's ``String.hashCode`` (:mod:`._java`);
 * :mod:`.records` -- a batch into ``(topic, partition, value)`` records, in send order;
-* :mod:`.settings` -- the options and per-destination settings, and the Kafka client keys.
+* :mod:`.settings` -- the options and per-destination settings, and the Kafka client keys;
+* :mod:`.mark` -- where a Kafka transaction's entries end, to skip them after a restart
+  (``canal.mq.transaction``).
 
 Nothing here opens a socket; the producer edge sends the records and acks the batch.
 """

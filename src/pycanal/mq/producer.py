@@ -20,6 +20,11 @@ unknown one is an error naming the ``kafka.*`` key.
 record to a topic it asks the broker for the topic's metadata (which auto-creates it where the broker
 allows, as the Java producer's metadata request does), so a missing topic or a partition the topic
 does not have is one clear :class:`SendError` at once instead of a delivery timeout.
+
+:class:`TransactionalKafkaSender` (``canal.mq.transaction = true``, pycanal's own key) sends each
+batch as one Kafka transaction with an idempotent producer, and reads back where the last committed
+transaction ended (:mod:`pycanal.mq.mark`), so that a ``read_committed`` consumer sees every entry
+once across restarts.
 """
 
 from __future__ import annotations
@@ -27,12 +32,22 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .mark import MARK_HEADER, BatchMark
 from .records import Record
 
-__all__ = ["CANAL_KAFKA_DEFAULTS", "KafkaSender", "ProducerConfigError", "SendError", "producer_config"]
+__all__ = [
+    "CANAL_KAFKA_DEFAULTS",
+    "TRANSACTIONAL_ID_PREFIX",
+    "KafkaSender",
+    "ProducerConfigError",
+    "SendError",
+    "TransactionalKafkaSender",
+    "producer_config",
+    "transactional_config",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +85,14 @@ class ProducerConfigError(ValueError):
 
 
 class SendError(RuntimeError):
-    """Records of a batch were not all delivered; nothing of the batch may be acked."""
+    """Records of a batch were not all delivered; nothing of the batch may be acked. ``fatal``: the
+    producer cannot go on (librdkafka's fatal errors: fenced by a newer one with its transactional
+    id)."""
 
-    def __init__(self, message: str, topic: str | None = None) -> None:
+    def __init__(self, message: str, topic: str | None = None, *, fatal: bool = False) -> None:
         super().__init__(message)
         self.topic = topic
+        self.fatal = fatal
 
 
 def producer_config(properties: Mapping[str, str]) -> dict[str, str]:
@@ -136,8 +154,8 @@ class KafkaSender:
         self._aborted = False
 
     def _config_error(self, text: str) -> str:
-        for name in self.config:
-            if f'"{name}"' in text:
+        for name in self.config:  # librdkafka quotes a key "so", or `so` where keys conflict
+            if f'"{name}"' in text or f"`{name}`" in text:
                 return f"{_java_key(name)}={self.config[name]!r}: {text}"
         return f"Kafka producer configuration: {text}"
 
@@ -181,9 +199,11 @@ class KafkaSender:
                 )
             time.sleep(0.2)  # an auto-created topic appears within a moment
 
-    def send(self, records: Sequence[Record]) -> None:
+    def send(self, records: Sequence[Record], mark: BatchMark | None = None) -> None:
         """Send every record and return once the broker acknowledged each; raise :class:`SendError`
-        otherwise (then whatever is still queued is purged, never sent later behind a resend)."""
+        otherwise (then whatever is still queued is purged, never sent later behind a resend).
+        ``mark`` goes as the :data:`~pycanal.mq.mark.MARK_HEADER` header on the last record of each
+        partition."""
         for topic in dict.fromkeys(r.topic for r in records):
             count = self.partitions(topic)
             bad = next((r.partition for r in records if r.topic == topic and r.partition >= count), None)
@@ -194,6 +214,8 @@ class KafkaSender:
                     "(canal.mq.partitionsNum / dynamicTopicPartitionNum larger than the topic)",
                     topic,
                 )
+        from confluent_kafka import KafkaException
+
         failures: list[tuple[Any, Any]] = []
         delivered = 0
 
@@ -204,13 +226,19 @@ class KafkaSender:
             else:
                 failures.append((err, msg))
 
+        headers = [(MARK_HEADER, mark.encode())] if mark is not None else None
+        ends = set({(r.topic, r.partition): i for i, r in enumerate(records)}.values()) if headers else set()
         producer = self._producer
         try:
-            for record in records:
+            for i, record in enumerate(records):
                 while True:
                     try:
                         producer.produce(
-                            record.topic, record.value, partition=record.partition, on_delivery=report
+                            record.topic,
+                            record.value,
+                            partition=record.partition,
+                            on_delivery=report,
+                            headers=headers if i in ends else None,
                         )
                         break
                     except BufferError:  # librdkafka's queue is full: let deliveries drain it
@@ -221,6 +249,10 @@ class KafkaSender:
                 if failures:
                     break
             remaining = self._flush(records[0].topic if records else None) if not failures else len(producer)
+        except KafkaException as exc:  # produce() refused: a fatal state (an idempotent producer)
+            self._discard()
+            topic = records[0].topic if records else None
+            raise SendError(exc.args[0].str(), topic, fatal=exc.args[0].fatal()) from None
         except Exception:
             self._discard()
             raise
@@ -229,7 +261,7 @@ class KafkaSender:
             if failures:
                 err, msg = failures[0]
                 where = f"topic {msg.topic()!r} partition {msg.partition()}"
-                raise SendError(f"{where}: {err.str()}", msg.topic())
+                raise SendError(f"{where}: {err.str()}", msg.topic(), fatal=err.fatal())
             raise SendError(
                 f"{remaining} of {len(records)} records not delivered to {self.bootstrap_servers} "
                 f"within {self.delivery_timeout + 5.0:g}s",
@@ -266,3 +298,258 @@ class KafkaSender:
     def close(self, timeout: float = 10.0) -> None:
         """Deliver what is queued (nothing, between batches) and release the client."""
         self._producer.flush(timeout)
+
+
+TRANSACTIONAL_ID_PREFIX = "pycanal"
+"""A destination's ``transactional.id`` is ``<prefix>-<destination>``: ``kafka.transactional.id``
+sets the prefix."""
+
+# librdkafka's producer-only keys (and the Java names it takes for some): left out of the consumer
+# that reads the marks back, which would warn about each.
+_PRODUCER_ONLY = frozenset(
+    {
+        "transactional.id",
+        "transaction.timeout.ms",
+        "enable.idempotence",
+        "enable.gapless.guarantee",
+        "queue.buffering.max.messages",
+        "queue.buffering.max.kbytes",
+        "queue.buffering.max.ms",
+        "linger.ms",
+        "message.send.max.retries",
+        "retries",
+        "queue.buffering.backpressure.threshold",
+        "compression.codec",
+        "compression.type",
+        "compression.level",
+        "batch.num.messages",
+        "batch.size",
+        "delivery.report.only.error",
+        "sticky.partitioning.linger.ms",
+        "request.required.acks",
+        "acks",
+        "request.timeout.ms",
+        "message.timeout.ms",
+        "delivery.timeout.ms",
+        "partitioner",
+        "queuing.strategy",
+        "produce.offset.report",
+    }
+)
+# How many offsets before the last stable offset :meth:`TransactionalKafkaSender.recover` reads, one
+# window after the other, until it finds a mark of its own in a partition: the newest mark sits in
+# the last transaction to that partition, behind at most an aborted one and other writers' records.
+_MARK_WINDOWS = (256, 2048, 16384)
+
+
+def transactional_config(config: Mapping[str, str], destination: str) -> dict[str, str]:
+    """A destination's producer configuration with ``canal.mq.transaction = true``: idempotent and
+    transactional, ``transactional.id`` ``<kafka.transactional.id>-<destination>`` (stable across
+    restarts, so that a restarted server fences the producer it replaces and aborts its open
+    transaction). ``retries`` is librdkafka's (Canal's 0 refuses idempotence; an idempotent retry
+    neither duplicates nor reorders), and ``transaction.timeout.ms`` defaults to the delivery
+    timeout (librdkafka refuses a shorter one)."""
+    out = {key: value for key, value in config.items() if key != "retries"}
+    out["transactional.id"] = f"{config.get('transactional.id', TRANSACTIONAL_ID_PREFIX)}-{destination}"
+    out["enable.idempotence"] = "true"
+    out.setdefault("transaction.timeout.ms", out["message.timeout.ms"])
+    return out
+
+
+class TransactionalKafkaSender(KafkaSender):
+    """One destination's transactional producer: each :meth:`send` is one Kafka transaction,
+    committed before it returns, whose records carry the batch's mark; :meth:`recover` reads back the
+    newest mark the broker committed (see :mod:`pycanal.mq.mark`).
+
+    Parameters:
+        config: librdkafka's configuration (:func:`producer_config`); made transactional here
+            (:func:`transactional_config`).
+        destination: the destination, the end of the ``transactional.id``.
+        metadata_timeout: seconds to wait for metadata, for initializing transactions and for an abort.
+    """
+
+    def __init__(
+        self, config: Mapping[str, str], destination: str, *, metadata_timeout: float = 10.0
+    ) -> None:
+        super().__init__(transactional_config(config, destination), metadata_timeout=metadata_timeout)
+        self.transactional_id = self.config["transactional.id"]
+        self._initialized = False
+        self._open = False  # a transaction begun and neither committed nor aborted
+        self._fatal: SendError | None = None  # the producer cannot go on (fenced)
+
+    def recover(self, topics: Callable[[str], bool]) -> BatchMark | None:
+        """The newest mark of this transactional id in the committed records of the topics that
+        ``topics`` accepts. The first call initializes transactions, which fences any producer with
+        the same id and aborts its open transaction: none of its records can commit any more."""
+        from confluent_kafka import KafkaException
+
+        if not self._initialized:
+            self._transact(
+                "initializing transactions", self._producer.init_transactions, self.metadata_timeout
+            )
+            self._initialized = True
+        try:
+            meta = self._producer.list_topics(timeout=self.metadata_timeout)
+        except KafkaException as exc:
+            raise self._error("listing the topics", exc.args[0], None) from None
+        partitions = [
+            (name, p)
+            for name, topic in meta.topics.items()
+            if not name.startswith("__") and topics(name)
+            for p in topic.partitions
+        ]
+        return max(self._committed_marks(partitions), key=lambda m: m.seq, default=None)
+
+    def send(self, records: Sequence[Record], mark: BatchMark | None = None) -> None:
+        """:meth:`KafkaSender.send` in a transaction, committed before this returns and aborted on
+        any failure."""
+        from confluent_kafka import KafkaException
+
+        topic = records[0].topic if records else None
+        if self._fatal is not None:
+            raise self._fatal
+        if self._open:  # an abort that failed: its transaction must end before the next begins
+            self._abort()
+        try:
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            raise self._error("beginning a transaction", exc.args[0], topic) from None
+        self._open = True
+        try:
+            super().send(records, mark)
+            self._transact(
+                "committing the transaction", self._producer.commit_transaction, self.delivery_timeout, topic
+            )
+            self._open = False
+        except BaseException:
+            self._discard()
+            if self._fatal is not None:  # whatever the client raised (confluent-kafka 2.16 may
+                raise self._fatal from None  # raise a SystemError on a fatal error)
+            raise
+
+    def _transact(
+        self, what: str, call: Callable[[float], None], timeout: float, topic: str | None = None
+    ) -> None:
+        """One transactional call, in slices (so that :meth:`abort` is noticed) and again while
+        librdkafka calls its error retriable, until ``timeout`` seconds have passed."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_aborted(topic)
+            try:
+                call(min(1.0, max(0.1, deadline - time.monotonic())))
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not err.retriable() or time.monotonic() >= deadline:
+                    raise self._error(what, err, topic) from None
+
+    def _error(self, what: str, err: Any, topic: str | None) -> SendError:
+        return SendError(f"{what} ({self.transactional_id}): {err.str()}", topic, fatal=err.fatal())
+
+    def _abort(self) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.abort_transaction(self.metadata_timeout)
+        except KafkaException as exc:
+            raise self._error("aborting the transaction", exc.args[0], None) from None
+        self._open = False
+
+    def _discard(self) -> None:
+        """Abort the open transaction (librdkafka purges what is queued): none of it commits. Even
+        when stopping, so that read_committed consumers need not wait for the transaction timeout."""
+        if self._open:
+            try:
+                self._abort()
+            except SendError as exc:  # tried again before the next transaction begins
+                if exc.fatal:
+                    self._fatal = exc
+                log.debug("aborting the transaction of %s failed", self.transactional_id, exc_info=True)
+        self._partitions.clear()
+
+    def _committed_marks(self, partitions: list[tuple[str, int]]) -> list[BatchMark]:
+        """Each partition's newest mark of this transactional id, read back from its last stable
+        offset with a read_committed consumer (aborted records are passed over), window by window
+        (:data:`_MARK_WINDOWS`)."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        consumer = Consumer(
+            {
+                **{key: value for key, value in self.config.items() if key not in _PRODUCER_ONLY},
+                "group.id": self.transactional_id,  # nothing is committed: partitions are assigned
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "logger": log,
+            }
+        )
+        try:
+            spans: dict[tuple[str, int], tuple[int, int]] = {}
+            for topic, p in partitions:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=self.metadata_timeout, cached=False
+                )
+                if high > low:
+                    spans[(topic, p)] = (low, high)
+            found: list[BatchMark] = []
+            for window in _MARK_WINDOWS:
+                if not spans:
+                    break
+                reads = {tp: (max(low, high - window), high) for tp, (low, high) in spans.items()}
+                newest = self._read_marks(consumer, reads)
+                found += newest.values()
+                spans = {
+                    tp: (low, start)
+                    for tp, (low, _) in spans.items()
+                    if tp not in newest and (start := reads[tp][0]) > low
+                }
+            return found
+        except KafkaException as exc:
+            raise self._error("reading the committed marks", exc.args[0], None) from None
+        finally:
+            consumer.close()
+
+    def _read_marks(
+        self, consumer: Any, reads: dict[tuple[str, int], tuple[int, int]]
+    ) -> dict[tuple[str, int], BatchMark]:
+        """The newest own mark of each partition between the offsets ``reads`` gives it."""
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        consumer.assign([TopicPartition(topic, p, start) for (topic, p), (start, _) in reads.items()])
+        newest: dict[tuple[str, int], BatchMark] = {}
+        todo = set(reads)
+        deadline = time.monotonic() + self.delivery_timeout
+        while todo:
+            self._check_aborted(None)
+            if time.monotonic() > deadline:
+                raise SendError(
+                    f"reading the committed marks ({self.transactional_id}): {len(todo)} partitions not "
+                    f"read within {self.delivery_timeout:g}s"
+                )
+            for msg in consumer.consume(500, 0.5):
+                tp = (msg.topic(), msg.partition())
+                if tp not in todo:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(err)
+                    todo.discard(tp)
+                    continue
+                end = reads[tp][1]
+                if msg.offset() < end:
+                    mark = _header_mark(msg.headers())
+                    if mark is not None and mark.producer == self.transactional_id:
+                        newest[tp] = mark  # offsets ascend, so do an id's marks
+                if msg.offset() + 1 >= end:
+                    todo.discard(tp)
+        return newest
+
+
+def _header_mark(headers: Sequence[tuple[str, bytes]] | None) -> BatchMark | None:
+    for key, value in headers or ():
+        if key == MARK_HEADER:
+            return BatchMark.decode(value)
+    return None

@@ -22,10 +22,10 @@ from pycanal.protocol import EntryProtocol_pb2 as pb
 from .flat import flat_messages, parse_entry
 from .packet import packet_bytes
 from .partition import entry_partitions, flat_partitions
-from .rules import match_topic, topic_partitions
+from .rules import dynamic_topic_names, match_topic, topic_partitions
 from .settings import MQDestination, MQOptions
 
-__all__ = ["Record", "build_records", "route_topics"]
+__all__ = ["Record", "build_records", "route_topics", "routes_to"]
 
 _TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
 
@@ -58,6 +58,26 @@ def route_topics(
                 topic = match_topic(schema, dynamic_topic)
         out.setdefault(default_topic if topic is None else topic, []).append(item)
     return out
+
+
+def routes_to(topic: str, destination: MQDestination) -> bool:
+    """Can :func:`build_records` send ``destination``'s records to ``topic``? (A transactional
+    producer reads its marks back from these topics.) A topic named after a table by
+    ``canal.mq.dynamicTopic`` is read back as each ``db`` or ``db.table`` its ``_`` can stand for;
+    a database or table name with a ``.`` of its own is missed (a restart then sends again what the
+    broker held: at least once)."""
+    dynamic = destination.dynamic_topic
+    if not dynamic:
+        return topic == destination.topic
+    if any(
+        name.replace(".", "_") == topic for name in (destination.topic or "", *dynamic_topic_names(dynamic))
+    ):
+        return True
+    names = [topic, *(f"{topic[:i]}.{topic[i + 1 :]}" for i, c in enumerate(topic) if c == "_")]
+    return any(
+        (found := match_topic(name, dynamic)) is not None and found.replace(".", "_") == topic
+        for name in names
+    )
 
 
 def build_records(

@@ -21,6 +21,7 @@ from .regex import MQRegex
 __all__ = [
     "HashMode",
     "PartitionRule",
+    "dynamic_topic_names",
     "hash_mode",
     "match_dynamic_topic",
     "match_topic",
@@ -136,20 +137,30 @@ def match_dynamic_topic(name: str, config: str | None) -> bool:
     return False
 
 
-def match_topic(name: str, dynamic_topic: str | None) -> str | None:
-    """``matchTopics``: the topic of the first ``canal.mq.dynamicTopic`` item matching ``name``.
-
-    ``topic:names`` gives ``topic`` (both sides trimmed, split at the first colon); a bare item
-    gives ``name`` lower-cased and is matched untrimmed. The caller still turns ``.`` into ``_``.
-    """
-    for item in split_list(dynamic_topic or ""):
+@lru_cache(maxsize=256)
+def _dynamic_items(config: str) -> tuple[tuple[str | None, str], ...]:
+    """``canal.mq.dynamicTopic``'s items as (topic, names): ``topic:names`` split at the first colon,
+    both sides trimmed; a bare item has no topic and its names are kept untrimmed."""
+    out: list[tuple[str | None, str]] = []
+    for item in split_list(config):
         colon = item.find(":")
-        if colon > -1:
-            if match_dynamic_topic(name, item[colon + 1 :].strip()):
-                return item[:colon].strip()
-        elif match_dynamic_topic(name, item):
-            return name.lower()
+        out.append((item[:colon].strip(), item[colon + 1 :].strip()) if colon > -1 else (None, item))
+    return tuple(out)
+
+
+def match_topic(name: str, dynamic_topic: str | None) -> str | None:
+    """``matchTopics``: the topic of the first ``canal.mq.dynamicTopic`` item matching ``name``:
+    a ``topic:names`` item gives ``topic``, a bare item ``name`` lower-cased. The caller still
+    turns ``.`` into ``_``."""
+    for topic, names in _dynamic_items(dynamic_topic or ""):
+        if match_dynamic_topic(name, names):
+            return name.lower() if topic is None else topic
     return None
+
+
+def dynamic_topic_names(dynamic_topic: str | None) -> list[str]:
+    """The topics ``canal.mq.dynamicTopic`` names outright (its ``topic:names`` items)."""
+    return [topic for topic, _ in _dynamic_items(dynamic_topic or "") if topic is not None]
 
 
 @dataclass(frozen=True, slots=True)

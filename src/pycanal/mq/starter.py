@@ -12,7 +12,14 @@ Beyond Canal (whose worker logs the stack trace and fetches again at once: aliba
 failure is one log line naming the destination and the topic, and the next try waits, doubling from
 ``retry_initial`` up to ``retry_max`` seconds, reset by the next delivered batch. A destination whose
 instance is not running here (a lazy one, or one another server holds under HA) is waited for, as
-Canal's worker does.
+Canal's worker does, and gets a new sender when it runs here again.
+
+With a :class:`TransactionalSender` (``canal.mq.transaction = true``) each batch is one broker
+transaction carrying the batch's mark (:mod:`pycanal.mq.mark`), acked once committed. When it starts,
+and again after a failed batch (whose commit may have gone through), the worker reads back the
+newest committed mark and drops the entries up to it: a ``read_committed`` consumer sees every entry
+once. A fatal error of the sender (fenced by another producer with its transactional id) stops the
+worker with one log line.
 
 The server and the sender are passed in (:class:`MQServer`, :class:`Sender`), so this module
 imports no server and no Kafka client.
@@ -25,14 +32,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pycanal.meta import ClientIdentity
 
-from .records import Record, build_records
+from .mark import BatchMark, MarkTracker
+from .records import Record, build_records, routes_to
 from .settings import MQDestination, MQOptions
 
-__all__ = ["MQ_CLIENT_ID", "MQServer", "MQStarter", "Sender", "WorkerStats"]
+__all__ = ["MQ_CLIENT_ID", "MQServer", "MQStarter", "Sender", "TransactionalSender", "WorkerStats"]
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +63,20 @@ class MQServer(Protocol):
 class Sender(Protocol):
     """A producer edge: :meth:`send` returns only when the broker acknowledged every record."""
 
-    def send(self, records: Sequence[Record]) -> None: ...
+    def send(self, records: Sequence[Record], mark: BatchMark | None = ...) -> None: ...
     def abort(self) -> None: ...
     def close(self, timeout: float = ...) -> None: ...
+
+
+@runtime_checkable
+class TransactionalSender(Sender, Protocol):
+    """A sender whose :meth:`send` commits the records and their ``mark`` as one transaction, and
+    which reads back the newest mark of its ``transactional_id`` from the topics a predicate
+    accepts."""
+
+    transactional_id: str
+
+    def recover(self, topics: Callable[[str], bool]) -> BatchMark | None: ...
 
 
 Builder = Callable[[int, Sequence[Any], bool, MQDestination, MQOptions, int], list[Record]]
@@ -84,6 +103,8 @@ class _Worker(threading.Thread):
         self.stats = WorkerStats()
         self.stopping = threading.Event()
         self.sender: Sender | None = None
+        self.tracker: MarkTracker | None = None  # with a transactional sender
+        self._recover = False  # read the committed mark back before the next batch
         self._delay = 0.0
 
     def run(self) -> None:
@@ -96,6 +117,9 @@ class _Worker(threading.Thread):
                 try:
                     if self.sender is None:
                         self.sender = starter.sender_factory(self.destination)
+                        if isinstance(self.sender, TransactionalSender):
+                            self.tracker = MarkTracker(self.sender.transactional_id)
+                            self._recover = True
                     starter.server.subscribe(self.client)
                     log.info(
                         "event=mq-worker-started destination=%s client=%s", self.destination, self.client
@@ -104,44 +128,113 @@ class _Worker(threading.Thread):
                 except Exception as exc:  # noqa: BLE001 - the worker must outlive any one failure
                     if not starter.server.is_start(self.destination):  # stopped here (HA, reload)
                         log.info("event=mq-worker-waiting destination=%s", self.destination)
+                        self._close_sender()  # its store is gone; another server may take over
                         continue
                     self._failed(None, exc)
         finally:
-            if self.sender is not None:
-                try:
-                    self.sender.close()
-                except Exception:  # noqa: BLE001
-                    log.debug("closing the %s sender failed", self.destination, exc_info=True)
+            self._close_sender()
+
+    def _close_sender(self) -> None:
+        sender, self.sender, self.tracker = self.sender, None, None
+        if sender is not None:
+            try:
+                sender.close()
+            except Exception:  # noqa: BLE001
+                log.debug("closing the %s sender failed", self.destination, exc_info=True)
 
     def _loop(self) -> None:
         starter, server, client = self.starter, self.starter.server, self.client
         timeout = starter.get_timeout_ms / 1000.0 if starter.get_timeout_ms > 0 else None
         while not self.stopping.is_set():
+            if self._recover:  # before any batch: fences the producer it replaces at once
+                try:
+                    self._resume()
+                except Exception as exc:  # noqa: BLE001
+                    if self._give_up(exc):
+                        return
+                    continue
             message = server.get_without_ack(client, starter.batch_size, timeout)
             if message.id == -1 or not message.entries:
                 if timeout is None:
                     self.stopping.wait(0.1)  # a try-get found nothing: do not spin
                 continue
+            assert self.sender is not None
+            entries: Sequence[Any] = message.entries
+            mark = None
             try:
+                if self.tracker is not None:
+                    entries, mark = self._split(message.entries)
                 ts = int(time.time() * 1000)
-                records = starter.builder(
-                    message.id, message.entries, message.raw, self.config, starter.options, ts
+                records = (
+                    starter.builder(message.id, entries, message.raw, self.config, starter.options, ts)
+                    if entries
+                    else []
                 )
-                assert self.sender is not None
-                self.sender.send(records)
+                if records:
+                    self.sender.send(records, mark)
             except Exception as exc:  # noqa: BLE001
                 self._rollback(message.id)
-                if self.stopping.is_set():
-                    return  # stopped mid-send: rolled back, nothing to report
-                self._failed(_failure_topic(exc, self.config), exc)
+                self._recover = self.tracker is not None  # the broker may hold part of it, or all
+                if self._give_up(exc):
+                    return
                 continue
             server.ack(client, message.id)
+            if mark is not None:
+                assert self.tracker is not None
+                self.tracker.acked(mark)
             self.stats.batches += 1
             self.stats.entries += len(message.entries)
             self.stats.records += len(records)
             if self._delay:
                 log.info("event=mq-send-recovered destination=%s batch=%d", self.destination, message.id)
                 self._delay = 0.0
+
+    def _resume(self) -> None:
+        """Read back the newest mark the broker committed: the entries up to it are skipped."""
+        assert isinstance(self.sender, TransactionalSender) and self.tracker is not None
+        committed = self.sender.recover(lambda topic: routes_to(topic, self.config))
+        self.tracker.resume(committed)
+        self._recover = False
+        log.info(
+            "event=mq-transaction-resumed destination=%s transactional_id=%s committed=%s",
+            self.destination,
+            self.sender.transactional_id,
+            committed or "-",
+        )
+
+    def _split(self, entries: Sequence[Any]) -> tuple[Sequence[Any], BatchMark]:
+        """The entries the broker does not hold yet and the batch's mark (one log line when the
+        entries pass the committed mark)."""
+        tracker = self.tracker
+        assert tracker is not None
+        skipping = tracker.committed is not None
+        fresh, mark = tracker.split(entries)
+        if skipping and tracker.committed is None:
+            log.info(
+                "event=mq-transaction-skipped destination=%s entries=%d (committed before)",
+                self.destination,
+                tracker.skipped,
+            )
+        return fresh, mark
+
+    def _give_up(self, exc: BaseException) -> bool:
+        """Report a failure (nothing, when stopping); True when the worker must end: it is stopping,
+        or the sender failed fatally."""
+        if self.stopping.is_set():
+            return True  # stopped mid-send: rolled back, nothing to report
+        if not getattr(exc, "fatal", False):
+            self._failed(_failure_topic(exc, self.config), exc)
+            return False
+        self.stats.failures += 1
+        self.stats.last_error = str(exc)
+        log.error(
+            "event=mq-fatal destination=%s error=%s (nothing more is sent until the destination is "
+            "reloaded or the server restarts)",
+            self.destination,
+            exc,
+        )
+        self.stopping.set()
+        return True
 
     def _rollback(self, batch_id: int) -> None:
         try:
@@ -238,8 +331,9 @@ class MQStarter:
         if worker is None:
             return
         worker.stopping.set()
-        if worker.sender is not None:
-            worker.sender.abort()  # a send waiting for an unreachable broker fails now
+        sender = worker.sender  # read once: the worker may be dropping it
+        if sender is not None:
+            sender.abort()  # a send waiting for an unreachable broker fails now
         worker.join(timeout)
         if worker.is_alive():
             log.warning("event=mq-worker-stuck destination=%s", destination)

@@ -56,6 +56,7 @@ class KafkaRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def kafka_home() -> Path:
@@ -166,9 +167,11 @@ class PrivateKafka(PrivateServer):
             name: len(topic.partitions) for name, topic in meta.topics.items() if not name.startswith("__")
         }
 
-    def records(self, topic: str, timeout: float = 30.0) -> list[KafkaRecord]:
+    def records(self, topic: str, timeout: float = 30.0, *, committed: bool = False) -> list[KafkaRecord]:
         """Every record of ``topic`` up to its high watermarks, partition by partition in offset order
-        (read with partitions assigned directly: no consumer group, nothing committed)."""
+        (read with partitions assigned directly: no consumer group, nothing committed). With
+        ``committed`` the consumer is ``read_committed``: up to the last stable offsets, without the
+        records of aborted transactions."""
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
         consumer = Consumer(
@@ -177,7 +180,7 @@ class PrivateKafka(PrivateServer):
                     "group.id": "pycanal-testing",
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
-                    "isolation.level": "read_uncommitted",
+                    "isolation.level": "read_committed" if committed else "read_uncommitted",
                 }
             )
         )
@@ -199,7 +202,10 @@ class PrivateKafka(PrivateServer):
                 for msg in consumer.consume(1000, 1.0):
                     part = msg.partition()
                     if msg.error() is None:
-                        out[part].append(KafkaRecord(topic, part, msg.offset(), msg.key(), msg.value()))
+                        headers = tuple(msg.headers() or ())
+                        out[part].append(
+                            KafkaRecord(topic, part, msg.offset(), msg.key(), msg.value(), headers)
+                        )
                         if msg.offset() + 1 >= ends[part][1]:
                             todo.discard(part)
                     elif msg.error().code() == KafkaError._PARTITION_EOF:
