@@ -3,6 +3,8 @@
 PY := .venv/bin/python
 # Per-test timeout in seconds (pytest-timeout); override with `make test TEST_TIMEOUT=600`.
 TEST_TIMEOUT ?= 300
+# Test files run on this many workers (pytest-xdist): most of the suite waits on servers and JVMs.
+TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
 .PHONY: setup test lint format demo
@@ -11,7 +13,7 @@ setup:
 	bash scripts/setup.sh
 
 test: setup
-	$(PY) -m pytest -q --timeout=$(TEST_TIMEOUT) $(PYTEST_ARGS)
+	$(PY) -m pytest -q --timeout=$(TEST_TIMEOUT) -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

@@ -16,11 +16,24 @@ FIXTURES_DIR = REPO_ROOT.parent / "shared" / "fixtures" / "binlog"
 _SERVER_FIXTURES = {"mariadb", "mariadb_minimal", "mariadb_factory"}
 
 
+# The slowest files first (their durations in a full run, longest first): `make test` runs the
+# files on two workers (pytest-xdist, `--dist loadfile`), which take them in collection order,
+# so a long file started last does not leave one worker running alone at the end.
+_SLOW_FIRST = [
+    "test_spark_snapshot_e2e.py", "test_spark_pipeline_e2e.py", "test_spark_kafka.py", "test_mq_kafka_canal.py",
+    "test_spark_restart_backlog.py", "test_spark_delta.py", "test_mq_kafka.py", "test_cli.py",
+    "test_spark_apply.py", "test_mq_kafka_transaction.py", "test_canal_reference.py", "test_kafka_fixture.py",
+    "test_event_parser.py",
+]  # fmt: skip
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Tests that use a private server get the `mariadb` marker (so `-m "not mariadb"` works).
     for item in items:
         if _SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.mariadb)
+    rank = {name: i for i, name in enumerate(_SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: in-file order kept
 
 
 @pytest.fixture(scope="session")

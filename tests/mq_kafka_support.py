@@ -22,6 +22,7 @@ from pycanal.mq.partition import flat_partitions
 from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.testing import PrivateMariaDB
+from pycanal.testing._process import free_port
 from pycanal.testing.kafka import KafkaRecord
 
 _ROW_TYPES = {pb.INSERT: "INSERT", pb.UPDATE: "UPDATE", pb.DELETE: "DELETE"}
@@ -57,6 +58,7 @@ def write_conf(
         "canal.file.data.dir": f"{root}/data",
         "canal.auto.scan": "false",
         "kafka.bootstrap.servers": bootstrap,
+        "canal.metrics.pull.port": free_port(),  # not Canal's 11112: another test's server may have it
         **(canal or {}),
     }
     inst = {
