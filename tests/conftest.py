@@ -111,6 +111,16 @@ def kafka_factory() -> Iterator[Callable[..., Any]]:
         server.stop()
 
 
+@pytest.fixture
+def servers() -> Iterator[list[Any]]:
+    """pycanal servers a test started as processes (``mq_kafka_support.Server``), killed at its end."""
+    started: list[Any] = []
+    yield started
+    for server in started:
+        if server.proc is not None and server.proc.poll() is None:
+            server.kill()
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """`<repo>/../shared/fixtures/binlog`; a missing directory is an error, never a skip."""

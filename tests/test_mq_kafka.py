@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -220,15 +220,6 @@ def test_reload_moves_the_destination_to_its_new_topic(
 
 
 # ---------------------------------------------------------------------------------- the CLI
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        if server.proc is not None and server.proc.poll() is None:
-            server.kill()
-
-
 @pytest.mark.parametrize("flat", [True, False], ids=["flat", "protobuf"])
 def test_server_kill9_mid_stream_loses_nothing(
     flat: bool, mariadb: PrivateMariaDB, kafka: PrivateKafka, tmp_path: Path, servers: list[Server]

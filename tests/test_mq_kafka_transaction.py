@@ -22,14 +22,21 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mq_kafka_support import Server, Workload, packet_entries, proto_rows, replay, wait_for, write_conf
+from mq_kafka_support import (  # noqa: F401
+    Server,
+    Workload,
+    packet_entries,
+    proto_rows,
+    replay,
+    wait_for,
+    write_conf,
+)
 from pycanal.mq import MQDestination, MQOptions
 from pycanal.mq.mark import MARK_HEADER, BatchMark, MarkTracker
 from pycanal.mq.producer import SendError, TransactionalKafkaSender, producer_config
@@ -204,15 +211,6 @@ def test_a_fatal_send_stops_the_worker_with_one_line(caplog: pytest.LogCaptureFi
 
 
 # ---------------------------------------------------------------------------------- kill -9
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        if server.proc is not None and server.proc.poll() is None:
-            server.kill()
-
-
 def _open_transaction(kafka: PrivateKafka, topic: str, partitions: int, consumers: dict[str, Any]) -> bool:
     """Does a partition hold records of a transaction still open (past its last stable offset)?"""
     from confluent_kafka import TopicPartition
