@@ -117,14 +117,16 @@ def cache_dir() -> Path:
 
 def class_archive(directory: str | Path | None = None) -> Path | None:
     """Where the driver JVM's class archive of this Java and pyspark lives (whether made or not,
-    ``pycanal.spark.jvm`` makes it); None without Java."""
+    ``pycanal.spark.jvm`` makes it); None without Java. Named after the jars' directory too: the
+    JVM maps an archive only for the class path it was made with (a second checkout's .venv)."""
     java = _java()
     if java is None:
         return None
     release = java.parent.parent / "release"
-    jars = sorted((p.name, p.stat().st_size) for p in (_spark_home() / "jars").glob("*.jar"))
+    home = _spark_home()
+    jars = sorted((p.name, p.stat().st_size) for p in (home / "jars").glob("*.jar"))
     key = hashlib.sha256(
-        repr((str(java), release.read_bytes() if release.exists() else b"", jars)).encode()
+        repr((str(java), release.read_bytes() if release.exists() else b"", str(home), jars)).encode()
     ).hexdigest()[:16]
     return Path(directory or cache_dir()) / f"spark-classes-{key}.jsa"
 
