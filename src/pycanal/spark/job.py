@@ -1,11 +1,14 @@
 """The streaming job: a pycanal (or Canal) server's changes applied to a lake, exactly once.
 
     pycanal pipeline --address 127.0.0.1:11111 --destination example --lake /lake/shop [--master URL]
+    pycanal pipeline --kafka 127.0.0.1:9092 --topic example --lake /lake/shop
 
 is ``spark.readStream.format("canal") -> foreachBatch(ChangeApplier(background=True))`` (the
-current state of a micro-batch is applied while Spark reads the next one) with the checkpoint
-under ``<lake>/_checkpoint``: killed at any moment (SIGKILL included) and started again, it resumes
-from its checkpoint and the server's cursor, and the tables end up as if it never stopped.
+current state of a micro-batch is applied while Spark reads the next one), or Spark's
+``format("kafka")`` over Canal's topics decoded in the executors (``kafka_rows``), with the
+checkpoint under ``<lake>/_checkpoint`` (with a micro-batch's Kafka offsets): killed at any moment
+(SIGKILL included) and started again, it resumes from its checkpoint and the server's cursor (or
+the offsets), and the tables end up as if it never stopped.
 SIGTERM/SIGINT stop the query cleanly. ``--master`` (default ``local[*]``) runs it on a Spark
 cluster (``spark://host:7077``); under ``spark-submit``, ``--master ''`` leaves the master to it.
 """
@@ -24,7 +27,7 @@ from typing import Any, NamedTuple
 from pycanal.heap import settle
 
 from .apply import ChangeApplier, stage_dir
-from .canal_options import canal_options
+from .canal_options import OptionError, canal_options, kafka_options
 from .maintenance import Maintenance
 from .session import DRIVER_JAVA_OPTIONS, checkpoint_logs, spark_session
 
@@ -89,6 +92,9 @@ def source_options(
     snapshot_parallelism: int | None = None,
     snapshot_reader: str | None = None,
     snapshot_server_ids: str | None = None,
+    kafka: str | None = None,
+    topic: str = "",
+    topic_pattern: str = "",
 ) -> dict[str, str]:
     """``format("canal")``'s options for a pipeline into ``lake``, checked as the query will
     check them (``canal_options``: an ``OptionError`` names a wrong one), so that a caller can
@@ -99,7 +105,24 @@ def source_options(
     ``source_user``, see ``pycanal.spark.snapshot`` (``snapshot_reader``,
     ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``;
     ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts);
-    with a ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``."""
+    with a ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``.
+    ``kafka`` (brokers, HOST:PORT[,...]) with ``topic`` or ``topic_pattern``: Canal's topics read
+    through Spark's Kafka source instead of a server (``canal_options.kafka_options``); the
+    server's options, its filter and the snapshot then have no meaning and are refused."""
+    if kafka or topic or topic_pattern:
+        given = {"address": address, "zkServers": zk_servers, "filter": filter, "user": user,
+                 "batchSize": batch_size, "batchBytes": batch_bytes, "snapshot": snapshot != "never",
+                 "source": source, "snapshotChunkRows": snapshot_chunk_rows,
+                 "snapshotParallelism": snapshot_parallelism, "snapshotReader": snapshot_reader,
+                 "snapshotServerIds": snapshot_server_ids}  # fmt: skip
+        name = next((n for n, v in given.items() if v), None)
+        if name is not None:
+            raise OptionError(name, None, "a server's option: {kafka} reads Canal's topics instead")
+        if not kafka:
+            raise OptionError(
+                "topic" if topic else "topicPattern", None, "needs {kafka} HOST:PORT (the brokers)"
+            )
+        return kafka_options(kafka, topic, topic_pattern)
     lake = Path(lake).resolve()
     options: dict[str, Any] = {
         "destination": destination, "clientId": client_id, "filter": filter, "address": address or None,
@@ -142,15 +165,19 @@ def start_pipeline(
     check_trigger(trigger)
     if "snapshotSignals" in options:  # where `pycanal snapshot` looks for a pipeline
         Path(options["snapshotSignals"]).mkdir(parents=True, exist_ok=True)
-    reader = spark.readStream.format("canal").options(**options)
+    if "kafka.bootstrap.servers" in options:
+        from .kafka_rows import kafka_changes
+
+        changes = kafka_changes(spark.readStream.format("kafka").options(**options).load())
+    else:
+        changes = spark.readStream.format("canal").options(**options).load()
     checkpoint_logs(spark)  # the checkpoint is under the lake: a local (or mounted) path
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,
         cache_bytes=cache_mb << 20, apply_share=apply_share, apply_on=apply_on,
     )  # fmt: skip
     query = (
-        reader.load()
-        .writeStream.foreachBatch(applier)
+        changes.writeStream.foreachBatch(applier)
         .option("checkpointLocation", str(lake / "_checkpoint"))
         .trigger(processingTime=trigger)
         .start()
@@ -247,7 +274,8 @@ def run(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"pycanal job: streaming {options.get('destination', 'example')} into {lake} "
+    what = options.get("topic") or options.get("topic_pattern") or options.get("destination", "example")
+    print(f"pycanal job: streaming {what} into {lake} "
           f"(master {spark.sparkContext.master})", file=out, flush=True)  # fmt: skip
     if class_archive == "auto" and "SharedArchiveFile" not in spark.conf.get(
         "spark.driver.extraJavaOptions", ""
