@@ -123,6 +123,12 @@ def source_options(
                 "topic" if topic else "topicPattern", None, "needs {kafka} HOST:PORT (the brokers)"
             )
         return kafka_options(kafka, topic, topic_pattern)
+    if not address and not zk_servers:
+        raise OptionError(
+            "address",
+            None,
+            "give one of {address} HOST:PORT, {zkServers} HOST:PORT[,...] and {kafka} HOST:PORT",
+        )
     lake = Path(lake).resolve()
     options: dict[str, Any] = {
         "destination": destination, "clientId": client_id, "filter": filter, "address": address or None,
