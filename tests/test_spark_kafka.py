@@ -2,7 +2,8 @@
 
 * Rows: the records of a binlog's entries, flat and protobuf, give the rows ``EntryRows`` gives
   the entries (``format("canal")``'s), but for what a flat message does not carry (its binlog
-  position and GTID); a record of partition 1 fails rather than apply out of order.
+  position and GTID); a record of partition 1 fails rather than apply out of order, and a
+  pipeline given one stops with that message in one line, exit 1, nothing written.
 * End to end: two ``pycanal server`` processes in kafka mode publish one table each, flat and
   protobuf, with DDL mid-stream; one ``pycanal pipeline --kafka --topic-pattern`` (its own process)
   builds the lake; its driver is SIGKILLed mid-stream and started again from its checkpoint. Every
@@ -88,10 +89,12 @@ def _wait(what: str, done: Callable[[], bool], job: subprocess.Popen, log: Path,
         time.sleep(0.3)
 
 
-def _pipeline(lake: Path, kafka: PrivateKafka, pattern: str, log: Path) -> subprocess.Popen:
+def _pipeline(
+    lake: Path, kafka: PrivateKafka, pattern: str, log: Path, option: str = "--topic-pattern"
+) -> subprocess.Popen:
     with log.open("ab") as out:
         return subprocess.Popen(
-            [*PYCANAL, "pipeline", "--kafka", kafka.bootstrap_servers, "--topic-pattern", pattern]
+            [*PYCANAL, "pipeline", "--kafka", kafka.bootstrap_servers, option, pattern]
             + [
                 "--lake",
                 str(lake),
@@ -218,3 +221,24 @@ def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
         for server in servers:
             server.send_signal(signal.SIGTERM)
             server.wait(30)
+
+
+def test_pipeline_stops_at_a_record_of_partition_1(kafka: PrivateKafka, tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    topic = f"sk-two-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, 2)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap_servers})
+    producer.produce(topic, b'{"data":null,"database":"d","id":1,"isDdl":false,"type":"QUERY"}', partition=1)
+    assert producer.flush(30) == 0
+    lake, log = tmp_path / "lake", tmp_path / "job.log"
+    job = _pipeline(lake, kafka, topic, log, "--topic")
+    try:
+        assert job.wait(120) == 1, log.read_text()[-3000:]
+    finally:
+        stop_job(job)
+    text = log.read_text()
+    assert (
+        f"pycanal job: the query failed: topic '{topic}' partition 1: pycanal pipeline --kafka reads" in text
+    )
+    assert ChangeLog(lake).last_batch() is None

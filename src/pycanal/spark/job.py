@@ -34,6 +34,7 @@ from .session import DRIVER_JAVA_OPTIONS, checkpoint_logs, spark_session
 __all__ = [
     "Pipeline",
     "check_trigger",
+    "failure",
     "progress_line",
     "run",
     "snapshot_progress",
@@ -192,6 +193,18 @@ def start_pipeline(
     return Pipeline(query, applier)
 
 
+# A pycanal error as a Python traceback's last line shows it.
+_PYCANAL_ERROR = re.compile(r"^pycanal\.[\w.]+Error: (.+)$", re.M)
+
+
+def failure(exc: object) -> str:
+    """What a failed query says: the message of the pycanal error that failed it (raised in an
+    executor or in ``foreachBatch``, it reaches the driver inside Spark's and py4j's tracebacks),
+    else Spark's whole text."""
+    found = _PYCANAL_ERROR.search(str(exc))
+    return found[1] if found else str(exc)
+
+
 def snapshot_requests(lake: str | Path) -> Path:
     """Where a pipeline into ``lake`` takes ad-hoc snapshot requests from."""
     return Path(lake).resolve() / "_pycanal" / "snapshot-requests"
@@ -293,7 +306,7 @@ def run(
         while not stop.wait(0.5):
             if pipeline.query.exception() is not None:
                 print(
-                    f"pycanal job: the query failed: {pipeline.query.exception()}",
+                    f"pycanal job: the query failed: {failure(pipeline.query.exception())}",
                     file=sys.stderr,
                     flush=True,
                 )
