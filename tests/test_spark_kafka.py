@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +34,15 @@ from pipeline_helpers import stop_job
 from pycanal.mq.flat import flat_messages
 from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
-from pycanal.spark.apply import applied_batch_ids
+from pycanal.spark.apply import ChangeApplier, applied_batch_ids
 from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import compare_table
-from pycanal.spark.kafka_rows import KafkaRows
-from pycanal.spark.rows import RowsError
+from pycanal.spark.kafka_rows import KafkaRows, Resends
+from pycanal.spark.rows import ChangeRow, RowPosition, RowsError
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing._process import free_port
 from pycanal.testing.kafka import PrivateKafka
-from spark_fixtures import spark  # noqa: F401
+from spark_fixtures import arrow_rows, spark  # noqa: F401
 from test_spark_rows import Capture, capture, configuration  # noqa: F401
 
 pytestmark = pytest.mark.mariadb
@@ -78,6 +79,51 @@ def test_a_record_of_partition_1_fails() -> None:
     assert list(KafkaRows().rows([("t", 0, 0, flat)])) == []
     with pytest.raises(RowsError, match=r"topic 't' partition 1: .* partition 0 alone"):
         list(KafkaRows().rows([("t", 1, 0, flat)]))
+
+
+def _row(op: str, off: int, sql: str | None = None, after: str | None = None) -> ChangeRow:
+    key = None if op == "DDL" else after[: after.index(",")] + "}"
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    return ChangeRow(op, "d", "t", key, None, after, RowPosition("mysql-bin.000001", off, 0, None), when, sql,
+                     "d" if sql else None)  # fmt: skip
+
+
+def test_a_servers_resent_rows_are_dropped(tmp_path: Path) -> None:
+    """A server sends a batch again after a failed send: its rows come again after later ones (here
+    an INSERT of the old layout after an ALTER, which the current state cannot take). Each table's
+    rows at or before its last position are dropped, the same on a replay and after a restart
+    (from the saved positions, or from the change log where the save did not happen)."""
+    sent = [
+        _row("DDL", 10, sql="CREATE TABLE t (id INT PRIMARY KEY, v INT)"),
+        _row("INSERT", 20, after='{"id":1,"v":1}'),
+        _row("DDL", 30, sql="ALTER TABLE t ADD COLUMN w INT"),
+        _row("INSERT", 40, after='{"id":2,"v":2,"w":2}'),
+    ]
+    applier, resends = ChangeApplier(tmp_path, zero_dates="null"), Resends(tmp_path)
+    first = resends.drop(arrow_rows(sent))
+    assert first.num_rows == 4
+    applier(first, 0)
+    resends.save(0, first)
+    again = arrow_rows([*sent[1:], _row("INSERT", 50, after='{"id":3,"v":3,"w":3}')])
+    assert Resends(tmp_path).drop(again).equals(resends.drop(again))  # saved: the same after a restart
+    second = resends.drop(again)
+    assert second["position"].combine_chunks().field("offset").to_pylist() == [50]
+    applier(second, 1)  # applied, not saved: a restart takes the positions from the change log
+    assert Resends(tmp_path).drop(again).num_rows == 0
+    flat = _row("INSERT", 5, after='{"id":4,"v":4,"w":4}')._replace(
+        position=RowPosition("kafka:t:0", 5, 0, None)
+    )
+    assert Resends(tmp_path).drop(arrow_rows([flat])).num_rows == 1  # a flat row has no binlog position
+    applier.wait()
+    assert compare_rows(tmp_path) == {1: {"id": 1, "v": 1, "w": None}, 2: {"id": 2, "v": 2, "w": 2},
+                                      3: {"id": 3, "v": 3, "w": 3}}  # fmt: skip
+
+
+def compare_rows(lake: Path) -> dict[int, dict[str, Any]]:
+    from pycanal.spark.current import table_path
+    from pycanal.spark.delta.tablestate import read_table
+
+    return {r["id"]: r for r in read_table(table_path(lake, "d", "t")).to_pylist()}
 
 
 # ---------------------------------------------------------------------------------- end to end

@@ -5,8 +5,8 @@
 
 is ``spark.readStream.format("canal") -> foreachBatch(ChangeApplier(background=True))`` (the
 current state of a micro-batch is applied while Spark reads the next one), or Spark's
-``format("kafka")`` over Canal's topics decoded in the executors (``kafka_rows``), with the
-checkpoint under ``<lake>/_checkpoint`` (with a micro-batch's Kafka offsets): killed at any moment
+``format("kafka")`` over Canal's topics, decoded in the executors (``kafka_rows.KafkaApplier``),
+with the checkpoint under ``<lake>/_checkpoint`` (with a micro-batch's Kafka offsets): killed at any moment
 (SIGKILL included) and started again, it resumes from its checkpoint and the server's cursor (or
 the offsets), and the tables end up as if it never stopped.
 SIGTERM/SIGINT stop the query cleanly. ``--master`` (default ``local[*]``) runs it on a Spark
@@ -172,19 +172,20 @@ def start_pipeline(
     check_trigger(trigger)
     if "snapshotSignals" in options:  # where `pycanal snapshot` looks for a pipeline
         Path(options["snapshotSignals"]).mkdir(parents=True, exist_ok=True)
-    if "kafka.bootstrap.servers" in options:
-        from .kafka_rows import kafka_changes
-
-        changes = kafka_changes(spark.readStream.format("kafka").options(**options).load())
-    else:
-        changes = spark.readStream.format("canal").options(**options).load()
     checkpoint_logs(spark)  # the checkpoint is under the lake: a local (or mounted) path
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,
         cache_bytes=cache_mb << 20, apply_share=apply_share, apply_on=apply_on,
     )  # fmt: skip
+    if "kafka.bootstrap.servers" in options:
+        from .kafka_rows import KafkaApplier
+
+        changes = spark.readStream.format("kafka").options(**options).load()
+        batches: Any = KafkaApplier(applier, lake, dataframe=apply_on == "executors")
+    else:
+        changes, batches = spark.readStream.format("canal").options(**options).load(), applier
     query = (
-        changes.writeStream.foreachBatch(applier)
+        changes.writeStream.foreachBatch(batches)
         .option("checkpointLocation", str(lake / "_checkpoint"))
         .trigger(processingTime=trigger)
         .start()

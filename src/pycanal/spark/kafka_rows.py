@@ -14,25 +14,34 @@ an UPDATE did not change (taken from the after image, as they are equal).
 Only partition 0 of a topic is read: records of several partitions have no order between them (a
 table's DDL goes to partition 0, its rows to the partition of their hash: alibaba/canal#1731), so a
 record of another partition fails the query (``RowsError``) rather than apply changes out of order.
+
+A server's delivery is at least once: after a failed send it sends the batch again, so a topic can
+hold a change twice, the copy after later changes (an UPDATE's old image after an ALTER). A table's
+protobuf rows come from one topic, in binlog order but for such copies: ``Resends`` drops each row
+at or before the last binlog position its table has had (flat messages carry none).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from functools import partial
 from json.encoder import encode_basestring as _jstr  # = json.dumps(str, ensure_ascii=False)
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from pycanal.common.files import write_atomically
 from pycanal.mq.consumer import decode_record
 from pycanal.mq.flat import FlatMessage
 from pycanal.parse.ddl import is_ddl
 
+from .batch import position_order
 from .entry_rows import EntryRows
 from .rows import ROW_SCHEMA, Builder, RowsError, RowSource, Run
 
-__all__ = ["KafkaRows", "kafka_changes", "kafka_file"]
+__all__ = ["KafkaApplier", "KafkaRows", "Resends", "kafka_changes", "kafka_file"]
 
 # (topic, partition, offset, value) of one record
 Record = tuple[str, int, int, "bytes | None"]
@@ -138,3 +147,79 @@ def kafka_changes(records: Any, timezone: str = "UTC") -> Any:
     return records.select("topic", "partition", "offset", "value").mapInArrow(
         partial(_decode, timezone=timezone), ROW_SCHEMA
     )
+
+
+class KafkaApplier:
+    """``foreachBatch`` over Spark's Kafka source: a micro-batch's records decoded in the executors
+    (``kafka_changes``), a server's resent copies dropped (``Resends``), the rest applied by
+    ``applier`` (a ``ChangeApplier``: exactly once by batch id)."""
+
+    def __init__(self, applier: Any, lake: str | Path, *, dataframe: bool = False, timezone: str = "UTC"):
+        self.applier, self.dataframe, self.timezone = applier, dataframe, timezone
+        self.resends = Resends(lake)
+
+    def __call__(self, records: Any, batch_id: int) -> None:
+        rows = self.resends.drop(kafka_changes(records, self.timezone).toArrow())
+        batch = records.sparkSession.createDataFrame(rows, ROW_SCHEMA) if self.dataframe else rows
+        self.applier(batch, batch_id)
+        if rows.num_rows:
+            self.resends.save(batch_id, rows)
+
+
+class Resends:
+    """The last binlog position of each table's rows in the lake ``lake``'s change log (kept in
+    ``_pycanal/kafka-positions.json`` with the batch it is as of, brought up to the change log's
+    last batch when made): ``drop`` takes a server's resent copies out of a micro-batch's rows, the
+    same ones on a replay of the batch, ``save`` records the batch once applied."""
+
+    def __init__(self, lake: str | Path) -> None:
+        self.path = Path(lake) / "_pycanal" / "kafka-positions.json"
+        saved = json.loads(self.path.read_text()) if self.path.exists() else {"batch": -1, "tables": {}}
+        self.batch: int = saved["batch"]
+        self.last: dict[str, tuple[str, int, int]] = {k: tuple(v) for k, v in saved["tables"].items()}
+        from .changelog import ChangeLog  # the driver's (the executors import this module too)
+
+        changelog = ChangeLog(lake)
+        if (changelog.last_batch() or -1) > self.batch:
+            self._keep(changelog.read(self.batch))
+            self.batch = changelog.last_batch() or -1
+
+    def _scan(self, rows: pa.Table) -> tuple[list[bool], dict[str, tuple[str, int, int]]]:
+        """Which rows are new (protobuf rows after their table's last position, flat rows all),
+        and the tables' last positions with them."""
+        last = dict(self.last)
+        position = rows["position"].combine_chunks()
+        columns = [rows[c].to_pylist() for c in ("database", "table")]
+        columns += [position.field(f).to_pylist() for f in ("file", "offset", "row")]
+        new = []
+        for database, table, file, offset, row in zip(*columns, strict=True):
+            if file.startswith("kafka:"):
+                new.append(True)
+                continue
+            name = f"{database}.{table}"
+            at = (file, offset, row)
+            seen = last.get(name)
+            fresh = seen is None or _order(at) > _order(seen)
+            new.append(fresh)
+            if fresh:
+                last[name] = at
+        return new, last
+
+    def drop(self, rows: pa.Table) -> pa.Table:
+        """``rows`` (one micro-batch's, in record order) without the copies."""
+        new, _ = self._scan(rows)
+        return rows if all(new) else rows.filter(pa.array(new, pa.bool_()))
+
+    def _keep(self, rows: pa.Table) -> None:
+        self.last = self._scan(rows)[1]
+
+    def save(self, batch_id: int, rows: pa.Table) -> None:
+        """``rows`` (``drop``'s) are batch ``batch_id``'s, applied."""
+        self._keep(rows)
+        self.batch = batch_id
+        state = {"batch": batch_id, "tables": self.last}
+        write_atomically(self.path, json.dumps(state).encode())
+
+
+def _order(at: tuple[str, int, int]) -> tuple[str, int, int, int]:
+    return (*position_order(at[0], at[1]), at[2])
