@@ -81,7 +81,6 @@ class KafkaRows(RowSource[Record]):
             if msg.data:
                 yield self._rows(file, offset, seconds, msg)
         elif msg.sql and is_ddl(msg.sql):
-            self._b.gtid = None
             yield from self._b.ddl_runs(msg.sql, msg.database or None, 0, file, offset, seconds)
 
     def _rows(self, file: str, offset: int, seconds: int, msg: FlatMessage) -> Run:
