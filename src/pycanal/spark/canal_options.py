@@ -15,6 +15,7 @@ from pycanal.config.schema import parse_address
 from pycanal.parse.filter import TableFilter
 
 __all__ = [
+    "KAFKA_RECORDS_PER_BATCH",
     "CanalOptions",
     "OptionError",
     "SnapshotOptions",
@@ -220,6 +221,10 @@ def canal_options(raw: Any) -> CanalOptions:
     )
 
 
+# Records a micro-batch of Canal's topics takes at most (Spark's maxOffsetsPerTrigger): a flat
+# message is one entry, a protobuf record one of the server's batches (canal.mq.canalBatchSize).
+KAFKA_RECORDS_PER_BATCH = 10_000
+
 # Kafka's topic names (its Topic.validate): 1 to 249 of these characters, not "." or "..".
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
@@ -227,13 +232,19 @@ _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 def kafka_options(kafka: str, topic: str = "", topic_pattern: str = "") -> dict[str, str]:
     """The options of Spark's Kafka source reading Canal's topics from the brokers ``kafka``
     (``HOST:PORT[,HOST:PORT...]``): ``topic`` (names, comma-separated) or ``topic_pattern`` (a
-    regex), from the earliest offset on the first run (then from the checkpoint's); an
-    ``OptionError`` names a wrong one (``kafka``, ``topic``, ``topicPattern``)."""
+    regex), from the earliest offset on the first run (then from the checkpoint's), at most
+    ``KAFKA_RECORDS_PER_BATCH`` records a micro-batch (its rows go to the driver: a backlog is
+    taken in steps); an ``OptionError`` names a wrong one (``kafka``, ``topic``, ``topicPattern``)."""
     if not kafka or any(_host_port(one) is None for one in kafka.split(",")):
         raise OptionError("kafka", kafka, "expected HOST:PORT[,HOST:PORT...] (a port from 1 to 65535)")
     if bool(topic) == bool(topic_pattern):
         raise OptionError("kafka", None, "give one of {topic} NAME[,NAME...] and {topicPattern} REGEX")
-    options = {"kafka.bootstrap.servers": kafka, "startingOffsets": "earliest", "failOnDataLoss": "true"}
+    options = {
+        "kafka.bootstrap.servers": kafka,
+        "startingOffsets": "earliest",
+        "failOnDataLoss": "true",
+        "maxOffsetsPerTrigger": str(KAFKA_RECORDS_PER_BATCH),
+    }
     if topic:
         names = topic.split(",")
         bad = next((n for n in names if not _TOPIC.fullmatch(n) or n in (".", "..")), None)
