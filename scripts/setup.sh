@@ -149,17 +149,20 @@ if out="$(.venv/bin/python -m pycanal.spark.jvm 2>.venv/.class-archive.log)"; th
 else
     log "WARNING: the driver JVM's class archive could not be made (.venv/.class-archive.log says why)"
 fi
-# ---------------------------------------------------------------------------- Delta Lake for Spark
-# Every session pycanal starts has Delta Lake for Spark (pycanal.spark.session.delta_options), its jars
-# fetched by Spark's Ivy from Maven Central as PySpark users fetch them; fetched here once (a no-op
-# while the jar of the installed delta-spark is in Ivy's cache).
+# ---------------------------------------------------------------------------- Delta Lake and Kafka for Spark
+# Every session pycanal starts has Delta Lake for Spark and Spark's Kafka source
+# (pycanal.spark.session.spark_packages), their jars fetched by Spark's Ivy from Maven Central as PySpark
+# users fetch them; fetched here once (a no-op while the jars of the installed delta-spark and pyspark are
+# in Ivy's cache).
 DELTA_VERSION="$(.venv/bin/python -c 'from importlib.metadata import version; print(version("delta-spark"))')"
-if ls "$HOME"/.ivy2.5.2/jars/io.delta_delta-spark_*_2.13-"$DELTA_VERSION".jar >/dev/null 2>&1; then
-    log "delta-spark $DELTA_VERSION jars up to date in ~/.ivy2.5.2"
+SPARK_VERSION="$(.venv/bin/python -c 'from importlib.metadata import version; print(version("pyspark"))')"
+if ls "$HOME"/.ivy2.5.2/jars/io.delta_delta-spark_*_2.13-"$DELTA_VERSION".jar >/dev/null 2>&1 &&
+    [ -f "$HOME/.ivy2.5.2/jars/org.apache.spark_spark-sql-kafka-0-10_2.13-$SPARK_VERSION.jar" ]; then
+    log "delta-spark $DELTA_VERSION and spark-sql-kafka $SPARK_VERSION jars up to date in ~/.ivy2.5.2"
 elif out="$(.venv/bin/python -m pycanal.spark.session 2>.venv/.delta-fetch.log)"; then
     log "${out#pycanal: }"
 else
-    log "WARNING: Delta Lake for Spark could not be fetched (.venv/.delta-fetch.log says why)"
+    log "WARNING: Delta Lake or Kafka for Spark could not be fetched (.venv/.delta-fetch.log says why)"
 fi
 # maven_jars NAME POM HOME: the dependencies of POM copied by Maven into HOME/lib; a no-op while the
 # pom's sha256 matches the stamp there.

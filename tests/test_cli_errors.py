@@ -120,7 +120,38 @@ CASES: list[tuple[list[str], str, int]] = [
         2,
     ),
     # pipeline: everything checked before Spark starts and before the lake is made
-    (["pipeline", "--lake", "{tmp}/lake"], "give one of --address HOST:PORT and --zk-servers", 2),
+    (
+        ["pipeline", "--lake", "{tmp}/lake"],
+        "give one of --address HOST:PORT, --zk-servers HOST:PORT[,...] and --kafka",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--kafka", "k"],
+        "--kafka 'k': expected HOST:PORT[,HOST:PORT...]",
+        2,
+    ),
+    (["pipeline", "--lake", "{tmp}/lake", "--kafka", REFUSED], "--kafka: give one of --topic", 2),
+    (["pipeline", "--lake", "{tmp}/lake", "--topic", "t"], "--topic: needs --kafka HOST:PORT", 2),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--kafka", REFUSED, "--topic", "a/b"],
+        "--topic 'a/b': a topic name",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--kafka", REFUSED, "--topic-pattern", "a("],
+        "--topic-pattern 'a(': not a regex",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--kafka", REFUSED, "--topic", "t", "--address", REFUSED],
+        "--address: a server's option: --kafka reads Canal's topics instead",
+        2,
+    ),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--kafka", REFUSED, "--topic", "t", "--snapshot", "initial"],
+        "--snapshot: a server's option",
+        2,
+    ),
     (["pipeline", "--lake", "{tmp}/lake", "--address", "nohostport"], "--address 'nohostport': expected", 2),
     (["pipeline", "--lake", "{tmp}/lake", "--zk-servers", "zk"], "--zk-servers 'zk': expected HOST:PORT", 2),
     (["pipeline", "--lake", "/proc/x/lake", "--address", REFUSED], "--lake '/proc/x/lake': No such file", 2),

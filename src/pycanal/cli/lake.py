@@ -26,6 +26,14 @@ def pipeline(
     lake: Annotated[Path, typer.Option("--lake", help="The lake: change log, Delta tables, checkpoint.")],
     address: Annotated[str, typer.Option("--address", help="The pycanal or Canal server, HOST:PORT.")] = "",
     zk_servers: Annotated[str, typer.Option("--zk-servers", help="ZooKeeper (cluster discovery).")] = "",
+    kafka: Annotated[
+        str,
+        typer.Option("--kafka", help="Kafka brokers, HOST:PORT[,...]: Canal's topics instead of a server."),
+    ] = "",
+    topic: Annotated[str, typer.Option("--topic", help="With --kafka: the topics, NAME[,NAME...].")] = "",
+    topic_pattern: Annotated[
+        str, typer.Option("--topic-pattern", help="With --kafka: the topics, a regex.")
+    ] = "",
     destination: Annotated[str, typer.Option("--destination", help="The destination.")] = "example",
     client_id: Annotated[int, typer.Option("--client-id", help="The client id.")] = 1001,
     filter_regex: Annotated[str, typer.Option("--filter", help="Canal filter regex on schema.table.")] = "",
@@ -101,8 +109,8 @@ def pipeline(
         ),
     ] = None,
 ) -> None:
-    """Stream a destination into a lake (change log + current-state Delta tables) exactly once,
-    until SIGTERM or Ctrl-C."""
+    """Stream a destination (or Canal's Kafka topics) into a lake (change log + current-state Delta
+    tables) exactly once, until SIGTERM or Ctrl-C."""
     from pycanal.spark.canal_options import OptionError
     from pycanal.spark.job import check_trigger, run, source_options
     from pycanal.spark.maintenance import Maintenance
@@ -113,7 +121,8 @@ def pipeline(
         "client_id": client_id, "filter": filter_regex, "stall_timeout": stall_timeout, "snapshot": snapshot,
         "source": source, "source_user": source_user, "source_password": source_password,
         "snapshot_chunk_rows": snapshot_chunk_rows, "snapshot_parallelism": snapshot_parallelism,
-        "snapshot_reader": snapshot_reader, "snapshot_server_ids": snapshot_server_ids,
+        "snapshot_reader": snapshot_reader, "snapshot_server_ids": snapshot_server_ids, "kafka": kafka,
+        "topic": topic, "topic_pattern": topic_pattern,
     }  # fmt: skip
     try:
         source_options(lake, **stream)  # the stream's options, as the query checks them

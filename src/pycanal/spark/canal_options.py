@@ -1,7 +1,8 @@
 """``format("canal")``'s options (docs/spark.md lists them), read and checked in one place: when
 the query starts (the runner's feed, its planner and the executors' readers take them from here)
-and, the same way, by ``pycanal pipeline`` before it starts Spark (``job.source_options``). No
-Spark here, so that a wrong option is named without starting a JVM."""
+and, the same way, by ``pycanal pipeline`` before it starts Spark (``job.source_options``); and
+the options of a pipeline that reads Canal's topics through Spark's Kafka source
+(``kafka_options``). No Spark here, so that a wrong option is named without starting a JVM."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ from typing import Any, NamedTuple
 from pycanal.config.schema import parse_address
 from pycanal.parse.filter import TableFilter
 
-__all__ = ["CanalOptions", "OptionError", "SnapshotOptions", "canal_options", "snapshot_options"]
+__all__ = [
+    "KAFKA_RECORDS_PER_BATCH",
+    "CanalOptions",
+    "OptionError",
+    "SnapshotOptions",
+    "canal_options",
+    "kafka_options",
+    "snapshot_options",
+]
 
 
 class OptionError(ValueError):
@@ -210,3 +219,40 @@ def canal_options(raw: Any) -> CanalOptions:
         Path(options["stage"]) if options.get("stage") else None,
         snapshot_options(options),
     )
+
+
+# Records a micro-batch of Canal's topics takes at most (Spark's maxOffsetsPerTrigger): a flat
+# message is one entry, a protobuf record one of the server's batches (canal.mq.canalBatchSize).
+KAFKA_RECORDS_PER_BATCH = 10_000
+
+# Kafka's topic names (its Topic.validate): 1 to 249 of these characters, not "." or "..".
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def kafka_options(kafka: str, topic: str = "", topic_pattern: str = "") -> dict[str, str]:
+    """The options of Spark's Kafka source reading Canal's topics from the brokers ``kafka``
+    (``HOST:PORT[,HOST:PORT...]``): ``topic`` (names, comma-separated) or ``topic_pattern`` (a
+    regex), from the earliest offset on the first run (then from the checkpoint's), at most
+    ``KAFKA_RECORDS_PER_BATCH`` records a micro-batch (its rows go to the driver: a backlog is
+    taken in steps); an ``OptionError`` names a wrong one (``kafka``, ``topic``, ``topicPattern``)."""
+    if not kafka or any(_host_port(one) is None for one in kafka.split(",")):
+        raise OptionError("kafka", kafka, "expected HOST:PORT[,HOST:PORT...] (a port from 1 to 65535)")
+    if bool(topic) == bool(topic_pattern):
+        raise OptionError("kafka", None, "give one of {topic} NAME[,NAME...] and {topicPattern} REGEX")
+    options = {
+        "kafka.bootstrap.servers": kafka,
+        "startingOffsets": "earliest",
+        "failOnDataLoss": "true",
+        "maxOffsetsPerTrigger": str(KAFKA_RECORDS_PER_BATCH),
+    }
+    if topic:
+        names = topic.split(",")
+        bad = next((n for n in names if not _TOPIC.fullmatch(n) or n in (".", "..")), None)
+        if bad is not None:
+            raise OptionError("topic", bad, "a topic name is 1 to 249 of a-z A-Z 0-9 . _ - (not . or ..)")
+        return options | {"subscribe": topic}
+    try:
+        re.compile(topic_pattern)
+    except re.error as exc:
+        raise OptionError("topicPattern", topic_pattern, f"not a regex: {exc}") from None
+    return options | {"subscribePattern": topic_pattern}

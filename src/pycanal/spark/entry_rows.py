@@ -281,6 +281,15 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
             conv = self._convs[mysql_type] = _column_conv(mysql_type, self._zone)
         return conv
 
+    def value_text(self, mysql_type: str, sql_type: int | None, text: str | None) -> str:
+        """One Canal value (its text, None for NULL) as canonical JSON, read through the column's
+        ``mysqlType`` and ``sqlType`` as the compiled readers read it: for the values of Canal's
+        flat messages, which carry the same texts and types by column name."""
+        if text is None:
+            return "null"
+        conv = self._conv(mysql_type)
+        return (conv.by_sql_type or {}).get(sql_type, conv.fn)(text)  # type: ignore[arg-type]
+
     def _check(self, op: str, rd: Any, where: str) -> None:
         """Convert one row column by column, in the compiled reader's order: raise the first
         failure as RowsError naming the column."""

@@ -1,11 +1,14 @@
 """The streaming job: a pycanal (or Canal) server's changes applied to a lake, exactly once.
 
     pycanal pipeline --address 127.0.0.1:11111 --destination example --lake /lake/shop [--master URL]
+    pycanal pipeline --kafka 127.0.0.1:9092 --topic example --lake /lake/shop
 
 is ``spark.readStream.format("canal") -> foreachBatch(ChangeApplier(background=True))`` (the
-current state of a micro-batch is applied while Spark reads the next one) with the checkpoint
-under ``<lake>/_checkpoint``: killed at any moment (SIGKILL included) and started again, it resumes
-from its checkpoint and the server's cursor, and the tables end up as if it never stopped.
+current state of a micro-batch is applied while Spark reads the next one), or Spark's
+``format("kafka")`` over Canal's topics, decoded in the executors (``kafka_rows.KafkaApplier``),
+with the checkpoint under ``<lake>/_checkpoint`` (with a micro-batch's Kafka offsets): killed at any moment
+(SIGKILL included) and started again, it resumes from its checkpoint and the server's cursor (or
+the offsets), and the tables end up as if it never stopped.
 SIGTERM/SIGINT stop the query cleanly. ``--master`` (default ``local[*]``) runs it on a Spark
 cluster (``spark://host:7077``); under ``spark-submit``, ``--master ''`` leaves the master to it.
 """
@@ -24,13 +27,14 @@ from typing import Any, NamedTuple
 from pycanal.heap import settle
 
 from .apply import ChangeApplier, stage_dir
-from .canal_options import canal_options
+from .canal_options import OptionError, canal_options, kafka_options
 from .maintenance import Maintenance
 from .session import DRIVER_JAVA_OPTIONS, checkpoint_logs, spark_session
 
 __all__ = [
     "Pipeline",
     "check_trigger",
+    "failure",
     "progress_line",
     "run",
     "snapshot_progress",
@@ -89,6 +93,9 @@ def source_options(
     snapshot_parallelism: int | None = None,
     snapshot_reader: str | None = None,
     snapshot_server_ids: str | None = None,
+    kafka: str | None = None,
+    topic: str = "",
+    topic_pattern: str = "",
 ) -> dict[str, str]:
     """``format("canal")``'s options for a pipeline into ``lake``, checked as the query will
     check them (``canal_options``: an ``OptionError`` names a wrong one), so that a caller can
@@ -99,7 +106,30 @@ def source_options(
     ``source_user``, see ``pycanal.spark.snapshot`` (``snapshot_reader``,
     ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``;
     ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts);
-    with a ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``."""
+    with a ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``.
+    ``kafka`` (brokers, HOST:PORT[,...]) with ``topic`` or ``topic_pattern``: Canal's topics read
+    through Spark's Kafka source instead of a server (``canal_options.kafka_options``); the
+    server's options, its filter and the snapshot then have no meaning and are refused."""
+    if kafka or topic or topic_pattern:
+        given = {"address": address, "zkServers": zk_servers, "filter": filter, "user": user,
+                 "batchSize": batch_size, "batchBytes": batch_bytes, "snapshot": snapshot != "never",
+                 "source": source, "snapshotChunkRows": snapshot_chunk_rows,
+                 "snapshotParallelism": snapshot_parallelism, "snapshotReader": snapshot_reader,
+                 "snapshotServerIds": snapshot_server_ids}  # fmt: skip
+        name = next((n for n, v in given.items() if v), None)
+        if name is not None:
+            raise OptionError(name, None, "a server's option: {kafka} reads Canal's topics instead")
+        if not kafka:
+            raise OptionError(
+                "topic" if topic else "topicPattern", None, "needs {kafka} HOST:PORT (the brokers)"
+            )
+        return kafka_options(kafka, topic, topic_pattern)
+    if not address and not zk_servers:
+        raise OptionError(
+            "address",
+            None,
+            "give one of {address} HOST:PORT, {zkServers} HOST:PORT[,...] and {kafka} HOST:PORT",
+        )
     lake = Path(lake).resolve()
     options: dict[str, Any] = {
         "destination": destination, "clientId": client_id, "filter": filter, "address": address or None,
@@ -142,21 +172,38 @@ def start_pipeline(
     check_trigger(trigger)
     if "snapshotSignals" in options:  # where `pycanal snapshot` looks for a pipeline
         Path(options["snapshotSignals"]).mkdir(parents=True, exist_ok=True)
-    reader = spark.readStream.format("canal").options(**options)
     checkpoint_logs(spark)  # the checkpoint is under the lake: a local (or mounted) path
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,
         cache_bytes=cache_mb << 20, apply_share=apply_share, apply_on=apply_on,
     )  # fmt: skip
+    if "kafka.bootstrap.servers" in options:
+        from .kafka_rows import KafkaApplier
+
+        changes = spark.readStream.format("kafka").options(**options).load()
+        batches: Any = KafkaApplier(applier, lake, dataframe=apply_on == "executors")
+    else:
+        changes, batches = spark.readStream.format("canal").options(**options).load(), applier
     query = (
-        reader.load()
-        .writeStream.foreachBatch(applier)
+        changes.writeStream.foreachBatch(batches)
         .option("checkpointLocation", str(lake / "_checkpoint"))
         .trigger(processingTime=trigger)
         .start()
     )
     settle()  # the driver: Spark, py4j and pyarrow alive for the query's life
     return Pipeline(query, applier)
+
+
+# A pycanal error as a Python traceback's last line shows it.
+_PYCANAL_ERROR = re.compile(r"^pycanal\.[\w.]+Error: (.+)$", re.M)
+
+
+def failure(exc: object) -> str:
+    """What a failed query says: the message of the pycanal error that failed it (raised in an
+    executor or in ``foreachBatch``, it reaches the driver inside Spark's and py4j's tracebacks),
+    else Spark's whole text."""
+    found = _PYCANAL_ERROR.search(str(exc))
+    return found[1] if found else str(exc)
 
 
 def snapshot_requests(lake: str | Path) -> Path:
@@ -247,7 +294,8 @@ def run(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"pycanal job: streaming {options.get('destination', 'example')} into {lake} "
+    what = options.get("topic") or options.get("topic_pattern") or options.get("destination", "example")
+    print(f"pycanal job: streaming {what} into {lake} "
           f"(master {spark.sparkContext.master})", file=out, flush=True)  # fmt: skip
     if class_archive == "auto" and "SharedArchiveFile" not in spark.conf.get(
         "spark.driver.extraJavaOptions", ""
@@ -259,7 +307,7 @@ def run(
         while not stop.wait(0.5):
             if pipeline.query.exception() is not None:
                 print(
-                    f"pycanal job: the query failed: {pipeline.query.exception()}",
+                    f"pycanal job: the query failed: {failure(pipeline.query.exception())}",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -5,7 +5,9 @@ Delta Lake for Spark is in every session pycanal starts, as PySpark users add it
 (``spark.jars.packages``: fetched by Spark's Ivy into ``~/.ivy2.5.2`` on first use, cached after;
 ``scripts/setup.sh`` fetches it) with Delta's SQL extension and catalog, so that
 ``spark.read.format("delta")``, ``DESCRIBE HISTORY``, ``OPTIMIZE`` and the rest work on the lake.
-The package is the one built for the installed pyspark by the installed ``delta-spark``.
+The package is the one built for the installed pyspark by the installed ``delta-spark``. Spark's
+Kafka source (``spark-sql-kafka-0-10`` of the installed pyspark, :func:`kafka_package`) comes the
+same way, for pipelines that read Canal's topics (``pycanal pipeline --kafka``).
 
 Below the job (``job``) and the archive's training run (``jvm``), which both start sessions.
 """
@@ -33,6 +35,8 @@ __all__ = [
     "class_archive",
     "delta_options",
     "delta_package",
+    "kafka_package",
+    "spark_packages",
     "spark_python",
     "spark_session",
 ]
@@ -81,11 +85,26 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{spark}_2.13:{version('delta-spark')}"
 
 
+def kafka_package() -> str:
+    """The Maven coordinate of Spark's Kafka source for this pyspark
+    (``org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0``)."""
+    from importlib.metadata import version
+
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version('pyspark')}"
+
+
+def spark_packages() -> str:
+    """``spark.jars.packages`` of every session pycanal starts: Delta Lake and Spark's Kafka
+    source (fetched together by Ivy once, cached after)."""
+    return f"{delta_package()},{kafka_package()}"
+
+
 def delta_options() -> dict[str, str]:
-    """The session settings that put Delta Lake into a session (its package, SQL extension and
-    catalog); under ``spark-submit`` pass them as ``--packages`` / ``--conf``."""
+    """The session settings that put Delta Lake (and Spark's Kafka source) into a session: the
+    packages, Delta's SQL extension and catalog; under ``spark-submit`` pass them as
+    ``--packages`` / ``--conf``."""
     return {
-        "spark.jars.packages": delta_package(),
+        "spark.jars.packages": spark_packages(),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     }
@@ -238,9 +257,9 @@ def spark_session(
     return spark
 
 
-if __name__ == "__main__":  # scripts/setup.sh: Delta Lake for Spark into Ivy's cache, once
+if __name__ == "__main__":  # scripts/setup.sh: Delta Lake and the Kafka source into Ivy's cache, once
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="pycanal-delta-") as tmp:
         spark_session(tmp, "pycanal-setup", class_archive=None).stop()
-    print(f"pycanal: Delta Lake for Spark {delta_package()} in Spark's Ivy cache")
+    print(f"pycanal: {spark_packages().replace(',', ' and ')} in Spark's Ivy cache")
