@@ -244,6 +244,9 @@ def kafka_options(kafka: str, topic: str = "", topic_pattern: str = "") -> dict[
         "startingOffsets": "earliest",
         "failOnDataLoss": "true",
         "maxOffsetsPerTrigger": str(KAFKA_RECORDS_PER_BATCH),
+        # A server with canal.mq.transaction = true leaves aborted records in its topics: they
+        # are skipped (and a topic without transactions reads the same).
+        "kafka.isolation.level": "read_committed",
     }
     if topic:
         names = topic.split(",")
