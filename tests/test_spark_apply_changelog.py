@@ -66,6 +66,7 @@ def test_a_batch_is_a_file_per_day_and_a_fold_clusters_the_day_by_table(tmp_path
         f"date={d}/batch-{b:020d}.parquet" for b in (42, 43) for d in days
     )
     assert log.batches(-1) == [42, 43] and log.batches(42) == [43] and log.rows() == 500
+    assert log.read_batch(42).num_rows == 300 and log.read(41, 42).num_rows == 300  # batch 43's rows not read
     assert log.committed(43) and not log.committed(44) and log.last_batch() == 43
     # Each batch is one commit with its transaction id, every file an append of changed data.
     appends = entries(log)[1:]
@@ -168,7 +169,9 @@ def test_a_fold_gives_up_when_another_writer_removed_an_input(tmp_path: Path) ->
 
 def test_a_batch_is_committed_once(tmp_path: Path) -> None:
     log = ChangeLog(tmp_path)
+    assert not log.committed(0) and log.last_batch() is None
     commit(log, 0, [change(0, "d", "t", DAY)])
+    assert log.committed(0) and not log.committed(1)  # batch 0 is a batch like any other
     # A batch written but not committed (a crash between the two) is not there; its replay
     # writes the same file and commits it.
     log.write(pa.Table.from_batches([to_record_batch([change(1, "d", "t", DAY)])]), 1)

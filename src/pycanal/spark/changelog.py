@@ -202,8 +202,8 @@ class ChangeLog:
         DeltaTable(str(self.dir)).create_checkpoint()  # every later checkpoint is made from it
 
     def _check(self, state: LogState) -> None:
-        """Refuse a table this writer would write wrong: a protocol feature it does not keep, an
-        invariant on a column, a column of its own with another type."""
+        """Refuse a table this writer would write wrong: a protocol feature it does not keep, or an
+        invariant on a column."""
         protocol = state.protocol or {}
         writers = set(protocol.get("writerFeatures") or [])
         version = protocol.get("minWriterVersion", 2)
@@ -270,11 +270,13 @@ class ChangeLog:
 
     # ------------------------------------------------------------------ the writer
     def committed(self, batch_id: int) -> bool:
-        return (self.last_batch() or -1) >= batch_id
+        last = self.last_batch()
+        return last is not None and last >= batch_id
 
     def last_batch(self) -> int | None:
         """The last micro-batch committed (None: none)."""
-        txn = self.state().txns.get(APP_ID)
+        with self._lock:  # read in place: a micro-batch asks, no copy of the live files needed
+            txn = self._replayed().txns.get(APP_ID)
         return None if txn is None else int(txn["version"])
 
     def write(self, rows: pa.Table, batch_id: int) -> None:
@@ -327,19 +329,23 @@ class ChangeLog:
         """The number of committed change rows."""
         return sum(_num_records(a) for a in self.state().live.values())
 
-    def read(self, after: int = -1) -> pa.Table:
-        """The committed change rows of the batches after ``after``, by batch and position
-        (``CHANGELOG_SCHEMA`` and ``date``)."""
+    def read(self, after: int = -1, through: int | None = None) -> pa.Table:
+        """The committed change rows of the batches after ``after`` (up to ``through``), by batch
+        and position (``CHANGELOG_SCHEMA`` and ``date``); only the files that may hold them are read."""
         parts = []
         for rel, add in self._files(self.state()):
-            if _bounds(add)[1] <= after:
+            low, high = _bounds(add)
+            if high <= after or (through is not None and low > through):
                 continue
             data = pq.ParquetFile(self.dir / rel).read()
             # Columns another writer added are not the change log's; its files lack none of ours.
             data = data.select(CHANGELOG_SCHEMA.names).cast(CHANGELOG_SCHEMA)
             day = pa.scalar(dt.date.fromisoformat(add["partitionValues"]["date"]), pa.date32())
             data = data.append_column("date", pa.repeat(day, data.num_rows))
-            parts.append(data.filter(pc.greater(data["batch_id"], after)))
+            keep = pc.greater(data["batch_id"], after)
+            if through is not None:
+                keep = pc.and_(keep, pc.less_equal(data["batch_id"], through))
+            parts.append(data.filter(keep))
         if not parts:
             return _TABLE_SCHEMA.empty_table()
         table = pa.concat_tables(parts)
@@ -371,11 +377,14 @@ class ChangeLog:
 
     def read_batch(self, batch_id: int) -> pa.Table:
         """A committed batch's change rows (``ARROW_SCHEMA``), in position order."""
-        rows = self.read(batch_id - 1)
-        rows = rows.filter(pc.equal(rows["batch_id"], batch_id))
-        return rows.select(ARROW_SCHEMA.names)
+        return self.read(batch_id - 1, batch_id).select(ARROW_SCHEMA.names)
 
     # ------------------------------------------------------------------ folding
+    def _part(self, day: str, first: int, last: int, level: int, rows: pa.Table, now: int) -> dict[str, Any]:
+        """Write one table's rows of batches ``first``..``last`` of ``day`` at ``level``: its ``add``."""
+        rel = f"date={day}/part-{first:020d}-{last:020d}-{level}-{uuid.uuid4().hex[:12]}.parquet"
+        return _add(rel, day, _write_parquet(self.dir / rel, rows), _stats(rows), now, False)
+
     def folded_through(self) -> int:
         """The last micro-batch folded into tables' files (-1: none)."""
         ends = [int(m.group(3)) for p in self.state().live if (m := _PART.fullmatch(unquote(p)))]
@@ -387,15 +396,16 @@ class ChangeLog:
         if fanout < 2:
             raise ValueError(f"fold fanout must be at least 2, not {fanout}")
         state = self.state()
+        files = self._files(state)
         batches: dict[str, list[str]] = {}
-        for rel, _ in self._files(state):
+        for rel, _ in files:
             m = _BATCH.fullmatch(rel)
             if m is not None and int(m.group(2)) <= upto:
                 batches.setdefault(m.group(1), []).append(rel)
         if not batches:
             return None
         parts: dict[tuple[str, str | None], list[tuple[int, int, int, int, str]]] = {}
-        for rel, add in self._files(state):
+        for rel, add in files:
             if (m := _PART.fullmatch(rel)) is not None:
                 key = (m.group(1), _stats_of(add).get("minValues", {}).get("table_name"))
                 parts.setdefault(key, []).append(
@@ -414,25 +424,19 @@ class ChangeLog:
                 lo, hi = _BATCH.fullmatch(rels[0]).group(2), _BATCH.fullmatch(rels[-1]).group(2)
                 removes += rels
                 for name, idx in _by_table(data):
-                    part = data.take(idx)
-                    rel = f"date={day}/part-{lo}-{hi}-1-{uuid.uuid4().hex[:12]}.parquet"
-                    adds.append(
-                        _add(rel, day, _write_parquet(self.dir / rel, part), _stats(part), now, False)
-                    )
+                    adds.append(self._part(day, int(lo), int(hi), 1, data.take(idx), now))
                     entries = parts.setdefault((day, name), [])
-                    entries.append((int(lo), int(hi), 1, adds[-1]["add"]["size"], rel))
+                    entries.append((int(lo), int(hi), 1, adds[-1]["add"]["size"], adds[-1]["add"]["path"]))
                     entries.sort()
-                    while len(entries) >= fanout and entries[-1][2] > 0:
+                    while len(entries) >= fanout:
                         run, level = entries[-fanout:], entries[-1][2]
                         if any(e[2] != level for e in run) or sum(e[3] for e in run) >= target_bytes:
                             break
                         merged = pa.concat_tables(
                             [pq.read_table(self.dir / e[4]).select(CHANGELOG_SCHEMA.names) for e in run]
                         )
-                        rel = f"date={day}/part-{run[0][0]:020d}-{run[-1][1]:020d}-{level + 1}-{uuid.uuid4().hex[:12]}.parquet"
-                        adds.append(
-                            _add(rel, day, _write_parquet(self.dir / rel, merged), _stats(merged), now, False)
-                        )
+                        adds.append(self._part(day, run[0][0], run[-1][1], level + 1, merged, now))
+                        rel = adds[-1]["add"]["path"]
                         mine = {a["add"]["path"] for a in adds}
                         for e in run:
                             if e[4] in mine:  # written by this fold: never committed, gone now
@@ -448,14 +452,14 @@ class ChangeLog:
         info = {"timestamp": now, "operation": "OPTIMIZE", "engineInfo": _ENGINE, "readVersion": state.version,
                 "operationParameters": {"predicate": "[]", "zOrderBy": '["table_name"]', "auto": "true"}}  # fmt: skip
         actions = [{"commitInfo": info}]
-        live = dict(self._files(state))
+        live = dict(files)
         actions += [{"remove": {"path": live[r]["path"], "deletionTimestamp": now, "dataChange": False,
                                 "extendedFileMetadata": True, "partitionValues": live[r]["partitionValues"],
                                 "size": live[r]["size"]}} for r in removes]  # fmt: skip
         actions += adds
 
-        def lost(now: LogState) -> bool:  # an input removed by another writer meanwhile
-            return any(live[r]["path"] not in now.live for r in removes)
+        def lost(latest: LogState) -> bool:  # an input removed by another writer meanwhile
+            return any(live[r]["path"] not in latest.live for r in removes)
 
         if self._commit(actions, lost) is None:
             for a in adds:

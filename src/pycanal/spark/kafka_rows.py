@@ -179,9 +179,10 @@ class Resends:
         from .changelog import ChangeLog  # the driver's (the executors import this module too)
 
         changelog = ChangeLog(lake)
-        if (changelog.last_batch() or -1) > self.batch:
-            self._keep(changelog.read(self.batch))
-            self.batch = changelog.last_batch() or -1
+        last = changelog.last_batch()
+        if last is not None and last > self.batch:
+            self._keep(changelog.read(self.batch, last))
+            self.batch = last
 
     def _scan(self, rows: pa.Table) -> tuple[list[bool], dict[str, tuple[str, int, int]]]:
         """Which rows are new (protobuf rows after their table's last position, flat rows all),

@@ -143,7 +143,7 @@ def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> None:
     )
     # Another writer may have pointed at a later checkpoint between the check above and the
     # replace: the pointer goes back to the latest single-file checkpoint there is, so it never
-    # ends behind one (tests/test_spark_maintenance.py).
+    # ends behind one (tests/test_delta_log.py).
     newer = [v for v in _single_checkpoints(log_dir) if v > version]
     if newer:
         latest = max(newer)
