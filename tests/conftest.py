@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from binlog_fixtures import FIXTURES_DIR
 from pycanal.testing import PrivateMariaDB
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FIXTURES_DIR = REPO_ROOT.parent / "shared" / "fixtures" / "binlog"
 
 _SERVER_FIXTURES = {"mariadb", "mariadb_minimal", "mariadb_factory"}
 

@@ -4,15 +4,14 @@ images, JSON diffs, every column type, MySQL and MariaDB), up to the bad event o
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from binlog_fixtures import FIXTURES_DIR
 from pycanal.binlog import read_events
 from pycanal.binlog.errors import BinlogError
 from pycanal.parse.canonical import Recorder, to_json_line
 
-DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
+DIR = FIXTURES_DIR
 FILES = sorted(
     str(p.relative_to(DIR))
     for p in DIR.rglob("*")

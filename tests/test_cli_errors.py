@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from binlog_fixtures import FIXTURES_DIR
 from pycanal.testing._process import free_port
 
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "binlog"
+FIXTURES = FIXTURES_DIR
 GOOD = str(FIXTURES / "binlog-parser" / "mysql-bin.01")
 TRUNCATED = str(FIXTURES / "rust_mysql_common" / "binlog_truncated_prev_gtid_event.000001")
 SECRET = "s3cr3t-pw"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import fixture_expectations as X
+from binlog_fixtures import FIXTURES_DIR
 from pycanal.binlog import EventDecoder, read_events
 from pycanal.binlog import events as ev
 from pycanal.binlog.constants import EventType as E
@@ -28,7 +29,7 @@ from pycanal.parse.ddl import DdlResult, DdlType, parse_ddl
 from pycanal.parse.rawentry import RawEntryConverter
 from pycanal.protocol import CanalEntry as C
 
-DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
+DIR = FIXTURES_DIR
 
 # java.sql.Types
 BIT, TINYINT, BIGINT, CHAR, DECIMAL, INTEGER, SMALLINT = -7, -6, -5, 1, 3, 4, 5

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import fixture_expectations as X
+from binlog_fixtures import FIXTURES_DIR
 from pycanal.binlog import MISSING, BinlogError, JsonText, read_events
 from pycanal.binlog import events as ev
 from pycanal.binlog.rows import JsonPatch
@@ -28,7 +29,7 @@ from pycanal.parse.canonical import Recorder, to_json_line
 # Parametrization needs the file names at collection time, so the directory is computed here the
 # same way conftest's `fixtures_dir` does; the tests themselves take the path from that fixture,
 # which fails (never skips) when the directory is missing.
-_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
+_DIR = FIXTURES_DIR
 _NOT_BINLOGS = {"README.md", "SHA256SUMS"}
 _MISSING_DIR = "<fixtures directory missing>"
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from binlog_fixtures import FIXTURES_DIR
 from pycanal.binlog import BinlogError
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.events import RowsEvent, TransactionPayloadEvent
 from pycanal.binlog.reader import iter_events
 from pycanal.parse.canonical import Recorder, to_json_line
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
+FIXTURES = FIXTURES_DIR
 # Small files covering rows v1/v2, every metadata flavour, JSON, payloads, MariaDB and GTIDs.
 SAMPLE = [
     "rust_mysql_common/mysql-enum-string-set.000001",

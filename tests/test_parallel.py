@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from binlog_fixtures import FIXTURES_DIR
 from pycanal.binlog import BinlogError, read_events
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.events import RowsEvent
@@ -49,7 +50,6 @@ NAMED_FIXTURES = [
     "mariadb-poc/mariadb-repl-bin.000005",
 ]
 PART_COUNTS = range(1, 9)
-FIXTURES_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "binlog"
 
 
 # --------------------------------------------------------------------------- consumers (top level: pickled)

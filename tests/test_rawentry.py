@@ -19,6 +19,7 @@ import pytest
 
 import fixture_expectations as X
 import workload
+from binlog_fixtures import FIXTURES_DIR
 from entry_oracle import EntryConverter, image
 from pycanal.binlog import events as ev
 from pycanal.binlog import read_events
@@ -33,7 +34,7 @@ from pycanal.protocol.wire import encode_varint
 from pycanal.store.event import Event
 from pycanal.testing import PrivateMariaDB
 
-DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "binlog"
+DIR = FIXTURES_DIR
 
 ALL_FILES = (
     sorted(
