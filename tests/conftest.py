@@ -11,8 +11,6 @@ import pytest
 from binlog_fixtures import FIXTURES_DIR
 from pycanal.testing import PrivateMariaDB
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 _SERVER_FIXTURES = {"mariadb", "mariadb_minimal", "mariadb_factory"}
 
 
