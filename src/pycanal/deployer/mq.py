@@ -38,10 +38,13 @@ def mq_filter_transaction_entry(cfg: CanalConfig) -> bool:
 
 
 def mq_options(cfg: CanalConfig) -> MQOptions:
+    """The options; ``max_request_size`` is what the producer gets as ``message.max.bytes``
+    (``kafka.max.request.size``), so that no record is built larger than it refuses."""
     return MQOptions(
         flat_message=bool(cfg["canal.mq.flatMessage"]),
         database_hash=bool(cfg["canal.mq.database.hash"]),
         filter_transaction_entry=mq_filter_transaction_entry(cfg),
+        max_request_size=int(kafka_config(cfg)["message.max.bytes"]),
     )
 
 

@@ -13,6 +13,10 @@ none: split or parsed batches).
 
 Offsets are those of a consumer group (``group_id``), committed only by :meth:`commit`: what was not
 committed comes again to the group's next consumer, as an unacked batch does over TCP.
+
+A record pycanal split because it was over ``kafka.max.request.size`` (:mod:`pycanal.mq.split`)
+is handed out once, whole, when its last part arrives (at its first part's offset; committed past
+its last).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
 from .flat import FlatMessage
+from .split import Joiner
 
 __all__ = ["KafkaConsumer", "MQMessage", "decode_record"]
 
@@ -106,9 +111,11 @@ class KafkaConsumer:
         )
         self._consumer.subscribe(list(topics))
         self._next: dict[tuple[str, int], int] = {}  # the offsets to commit: after each handed out
+        self._joiner = Joiner()
 
     def messages(self, timeout: float = 1.0) -> Iterator[MQMessage]:
-        """Decoded records as they arrive, without end; an error of the client raises."""
+        """Decoded records as they arrive (a split record whole), without end; an error of the
+        client raises."""
         from confluent_kafka import KafkaException
 
         while True:
@@ -117,8 +124,12 @@ class KafkaConsumer:
                     if record.error().code() == record.error()._PARTITION_EOF:
                         continue
                     raise KafkaException(record.error())
-                message = decode_record(record.topic(), record.partition(), record.offset(), record.value())
-                self._next[(message.topic, message.partition)] = message.offset + 1
+                topic, partition, offset = record.topic(), record.partition(), record.offset()
+                whole = self._joiner.add(topic, partition, offset, record.value(), record.headers())
+                if whole is None:
+                    continue  # a part: the record is handed out with its last
+                message = decode_record(topic, partition, whole[0], whole[1])
+                self._next[(topic, partition)] = offset + 1
                 yield message
 
     def commit(self) -> None:

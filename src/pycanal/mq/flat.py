@@ -17,7 +17,15 @@ from typing import Any
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
-__all__ = ["FlatMessage", "event_type", "event_type_name", "flat_message", "flat_messages", "parse_entry"]
+__all__ = [
+    "FlatMessage",
+    "entry_changes",
+    "event_type",
+    "event_type_name",
+    "flat_message",
+    "flat_messages",
+    "parse_entry",
+]
 
 Row = dict[str, "str | None"]
 
@@ -177,7 +185,8 @@ def flat_message(entry: pb.Entry, change: pb.RowChange, batch_id: int, ts: int) 
     return msg
 
 
-def _changes(entries: Iterable[bytes | pb.Entry]) -> Iterator[tuple[pb.Entry, pb.RowChange]]:
+def entry_changes(entries: Iterable[bytes | pb.Entry]) -> Iterator[tuple[pb.Entry, pb.RowChange]]:
+    """Each entry with its ``RowChange``, transaction begin/end dropped."""
     for item in entries:
         entry = parse_entry(item)
         if entry.entryType in _TRANSACTION:
@@ -187,4 +196,4 @@ def _changes(entries: Iterable[bytes | pb.Entry]) -> Iterator[tuple[pb.Entry, pb
 
 def flat_messages(entries: Iterable[bytes | pb.Entry], batch_id: int, ts: int) -> list[FlatMessage]:
     """``messageConverter``: a batch's messages in entry order, transaction begin/end dropped."""
-    return [flat_message(entry, change, batch_id, ts) for entry, change in _changes(entries)]
+    return [flat_message(entry, change, batch_id, ts) for entry, change in entry_changes(entries)]

@@ -202,8 +202,8 @@ class KafkaSender:
     def send(self, records: Sequence[Record], mark: BatchMark | None = None) -> None:
         """Send every record and return once the broker acknowledged each; raise :class:`SendError`
         otherwise (then whatever is still queued is purged, never sent later behind a resend).
-        ``mark`` goes as the :data:`~pycanal.mq.mark.MARK_HEADER` header on the last record of each
-        partition."""
+        A record's own headers (the parts of a split one) go with it; ``mark`` goes as the
+        :data:`~pycanal.mq.mark.MARK_HEADER` header on the last record of each partition."""
         for topic in dict.fromkeys(r.topic for r in records):
             count = self.partitions(topic)
             bad = next((r.partition for r in records if r.topic == topic and r.partition >= count), None)
@@ -226,8 +226,8 @@ class KafkaSender:
             else:
                 failures.append((err, msg))
 
-        headers = [(MARK_HEADER, mark.encode())] if mark is not None else None
-        ends = set({(r.topic, r.partition): i for i, r in enumerate(records)}.values()) if headers else set()
+        marked = ((MARK_HEADER, mark.encode()),) if mark is not None else ()
+        ends = set({(r.topic, r.partition): i for i, r in enumerate(records)}.values()) if marked else set()
         producer = self._producer
         try:
             for i, record in enumerate(records):
@@ -238,7 +238,7 @@ class KafkaSender:
                             record.value,
                             partition=record.partition,
                             on_delivery=report,
-                            headers=headers if i in ends else None,
+                            headers=list(record.headers + marked if i in ends else record.headers) or None,
                         )
                         break
                     except BufferError:  # librdkafka's queue is full: let deliveries drain it

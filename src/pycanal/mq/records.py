@@ -10,6 +10,8 @@ and value bytes, in send order. No I/O: the producer edge sends what this return
   (:mod:`pycanal.mq.partition`); without, it goes to ``canal.mq.partition`` (default 0).
 * Flat: one message per entry, each sent to its partitions in partition order. Protobuf: one
   ``Packet`` per partition (or one for the batch).
+* Beyond Canal: with ``MQOptions.max_request_size``, a value too large for it is split into
+  consecutive parts on the same partition (:mod:`pycanal.mq.split`), marked by their headers.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from dataclasses import dataclass
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
-from .flat import flat_messages, parse_entry
-from .packet import packet_bytes
+from .flat import FlatMessage, entry_changes, flat_message, parse_entry
+from .packet import entry_bytes, packet_bytes
 from .partition import entry_partitions, flat_partitions
 from .rules import dynamic_topic_names, match_topic, topic_partitions
 from .settings import MQDestination, MQOptions
+from .split import part_headers, split_flat, split_packet, value_limit
 
 __all__ = ["Record", "build_records", "route_topics", "routes_to"]
 
@@ -33,11 +36,12 @@ _TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
 @dataclass(frozen=True, slots=True)
 class Record:
     """A Kafka record as Canal sends it (key always null). ``value`` is None where Canal's
-    serializer returns null."""
+    serializer returns null; ``headers`` mark the parts of a split record."""
 
     topic: str
     partition: int
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 def route_topics(
@@ -121,26 +125,48 @@ def _topic_records(
     if partitions is None:
         partitions = dest.partitions_num
     fixed = dest.partition if dest.partition is not None else 0
+    limit = value_limit(options.max_request_size) if options.max_request_size else None
     out: list[Record] = []
+
+    def add(partition: int, values: list[bytes | None]) -> None:
+        if len(values) == 1:
+            out.append(Record(topic, partition, values[0]))
+            return
+        split_id = f"{batch_id}.{len(out)}"  # unique in the batch; resent parts start again at 1
+        n = len(values)
+        out.extend(Record(topic, partition, v, part_headers(split_id, i, n)) for i, v in enumerate(values, 1))
+
     if not options.flat_message:
         if dest.partition_hash:
             split = entry_partitions(entries, partitions, dest.partition_hash, options.database_hash)
             for i, part in enumerate(split):
                 if part:
-                    value = packet_bytes(batch_id, part, False, options.filter_transaction_entry)
-                    out.append(Record(topic, i, value))
+                    add(i, _packets(batch_id, part, False, options, limit))
         else:
-            out.append(
-                Record(topic, fixed, packet_bytes(batch_id, entries, raw, options.filter_transaction_entry))
-            )
+            add(fixed, _packets(batch_id, entries, raw, options, limit))
         return out
-    for msg in flat_messages(entries, batch_id, ts):
+    for entry, change in entry_changes(entries):
+        msg = flat_message(entry, change, batch_id, ts)
         if dest.partition_hash:
             for i, part_msg in enumerate(
                 flat_partitions(msg, partitions, dest.partition_hash, options.database_hash)
             ):
                 if part_msg is not None:
-                    out.append(Record(topic, i, part_msg.to_json()))
+                    add(i, _flat(part_msg, limit, entry))
         else:
-            out.append(Record(topic, fixed, msg.to_json()))
+            add(fixed, _flat(msg, limit, entry))
     return out
+
+
+def _flat(msg: FlatMessage, limit: int | None, entry: pb.Entry) -> list[bytes | None]:
+    return [msg.to_json()] if limit is None else list(split_flat(msg, limit, entry.header))
+
+
+def _packets(
+    batch_id: int, entries: Sequence[bytes | pb.Entry], raw: bool, options: MQOptions, limit: int | None
+) -> list[bytes | None]:
+    value = packet_bytes(batch_id, entries, raw, options.filter_transaction_entry)
+    if value is None or limit is None or len(value) <= limit:
+        return [value]
+    data = [entry_bytes(e) for e in entries]
+    return list(split_packet(batch_id, data, raw, options.filter_transaction_entry, limit))

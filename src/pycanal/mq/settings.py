@@ -15,15 +15,18 @@ __all__ = ["LEGACY_KAFKA_KEYS", "MQDestination", "MQOptions", "kafka_properties"
 
 @dataclass(frozen=True, slots=True)
 class MQOptions:
-    """``canal.mq.flatMessage``, ``canal.mq.database.hash`` and the transaction-entry filter.
+    """``canal.mq.flatMessage``, ``canal.mq.database.hash``, the transaction-entry filter and the
+    producer's ``max.request.size``.
 
     ``filter_transaction_entry`` is ``canal.instance.filter.transaction.entry`` when that key is
-    set, else True: Canal's MQ default differs from its TCP default (false).
+    set, else True: Canal's MQ default differs from its TCP default (false). ``max_request_size``
+    (None: no limit) splits a larger record across several (:mod:`pycanal.mq.split`).
     """
 
     flat_message: bool = True
     database_hash: bool = True
     filter_transaction_entry: bool = True
+    max_request_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from json.encoder import encode_basestring as _jstr  # = json.dumps(str, ensure_
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
+from pycanal.mq.split import row_prop
 from pycanal.parse.ddl import is_ddl
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta.types import parse_labels
@@ -272,7 +273,8 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
             self._check(op, datas[len(pks)], f"{schema}.{table} at {h.logfileName}:{h.logfileOffset}")
             raise
         file, offset = h.logfileName, h.logfileOffset
-        return Run(op, schema, table, pks, befores, afters, file, offset, b.take(file, offset, len(pks)),
+        first = row_prop(h) if h.props else None
+        return Run(op, schema, table, pks, befores, afters, file, offset, b.take(file, offset, len(pks), first),
                    b.gtid, h.executeTime // 1000, None, None)  # fmt: skip
 
     def _conv(self, mysql_type: str) -> _Conv:

@@ -208,9 +208,12 @@ class Builder:
         """(file, offset, next row index): pass it back to continue numbering mid-event."""
         return self._at[0], self._at[1], self._next
 
-    def take(self, file: str, offset: int, n: int) -> int:
-        """The index of the first of ``n`` (> 0) rows at (file, offset)."""
-        if (file, offset) != self._at:
+    def take(self, file: str, offset: int, n: int, first: int | None = None) -> int:
+        """The index of the first of ``n`` (> 0) rows at (file, offset); ``first`` where the rows
+        say it (a piece of an entry split across Kafka records, :mod:`pycanal.mq.split`)."""
+        if first is not None:
+            self._at, self._next = (file, offset), first
+        elif (file, offset) != self._at:
             self._at = (file, offset)
             self._next = 0
         row = self._next
