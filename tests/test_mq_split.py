@@ -153,3 +153,28 @@ def test_joiner_drops_a_split_that_broke_off() -> None:
     assert [r["i"] for r in FlatMessage.from_json(whole[1] or b"").data or []] == ["1", "2"]
     assert joiner.add("t", 0, 4, a[1], h(b"3.0", 2)) is None
     assert len(dropped) == 2 and "broke off" in dropped[0] and "without its first" in dropped[1]
+
+
+@pytest.mark.parametrize("flat", [True, False], ids=["flat", "protobuf"])
+def test_spark_reads_the_parts_as_the_whole(flat: bool) -> None:
+    """``pycanal pipeline --kafka`` decodes each part on its own: the same row changes as the whole
+    record, also when a micro-batch ends between two parts (a new reader for the rest)."""
+    from pycanal.spark.kafka_rows import KafkaRows
+
+    entries = [_entry(300, 2000, pb.UPDATE, offset=100)]
+    whole = _records(entries, flat, limit=None)
+    parts = _records(entries, flat)
+    assert len(parts) > 5
+
+    def rows(records: list, readers: int) -> list[tuple]:
+        out = []
+        cut = len(records) // 2 if readers == 2 else len(records)
+        for chunk in (records[:cut], records[cut:]):
+            rows = KafkaRows()
+            for batch in rows.batches((r.topic, 0, i, r.value) for i, r in enumerate(chunk)):
+                table = batch.to_pydict()
+                keep = ("op", "after", "before") if flat else ("op", "after", "before", "position")
+                out += list(zip(*(table[k] for k in keep), strict=True))
+        return out
+
+    assert rows(parts, 1) == rows(parts, 2) == rows(whole, 1)

@@ -7,7 +7,8 @@
 * :mod:`.records` -- a batch into ``(topic, partition, value)`` records, in send order;
 * :mod:`.settings` -- the options and per-destination settings, and the Kafka client keys;
 * :mod:`.mark` -- where a Kafka transaction's entries end, to skip them after a restart
-  (``canal.mq.transaction``).
+  (``canal.mq.transaction``);
+* :mod:`.split` -- a record over ``max.request.size`` split into marked parts, and joined back.
 
 Nothing here opens a socket; the producer edge sends the records and acks the batch.
 """
