@@ -65,7 +65,11 @@ HEADROOM = 1024
 batch's 61) and the headers (the part headers, a transaction's mark)."""
 
 _PART_OVERHEAD = 32  # a packet's own fields around its entries: type, version, batch id, lengths
-_ENTRY_STORE, _CHANGE_ROWS, _HEADER_PROPS, _ENTRY_HEADER = 3, 12, 12, 1
+_ENTRY_HEADER, _ENTRY_STORE, _CHANGE_ROWS = (
+    1,
+    3,
+    12,
+)  # field numbers: Entry.header, .storeValue, RowChange.rowDatas
 _TAG_STORE, _TAG_ROWS, _TAG_PROPS, _TAG_HEADER = 0x1A, 0x62, 0x62, 0x0A
 _TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
 
@@ -75,14 +79,13 @@ class RowTooLarge(ValueError):
 
     fatal = True
 
-    def __init__(self, where: str, size: int, limit: int, topic: str | None = None) -> None:
+    def __init__(self, where: str, size: int, limit: int) -> None:
         super().__init__(
             f"record too large: the smallest record of {where} (one row, or an event without rows) "
             f"is {size} bytes, over the {limit} a record may carry (kafka.max.request.size="
             f"{limit + HEADROOM} less {HEADROOM} for Kafka's framing and headers); raise "
             "kafka.max.request.size and the broker's message.max.bytes"
         )
-        self.topic = topic
         self.size = size
         self.limit = limit
 
@@ -93,6 +96,7 @@ def value_limit(max_request_size: int) -> int:
 
 
 def part_headers(split_id: str, index: int, count: int) -> tuple[tuple[str, bytes], ...]:
+    """The Kafka headers of part ``index`` of ``count`` (from 1)."""
     return ((SPLIT_HEADER, split_id.encode()), (PART_HEADER, f"{index}/{count}".encode()))
 
 
