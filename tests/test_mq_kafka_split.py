@@ -30,7 +30,7 @@ from pycanal.testing.kafka import KafkaRecord, PrivateKafka
 pytestmark = pytest.mark.mariadb
 
 LIMIT = 65536
-RECORD_FRAMING = 61  # librdkafka's bound on a record's framing (rd_kafka_msg_max_wire_size)
+RECORD_FRAMING = 61  # more than librdkafka's worst case of a record's framing (36 bytes)
 
 
 @pytest.fixture(scope="module")

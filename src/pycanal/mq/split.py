@@ -2,9 +2,9 @@
 (Canal's alibaba/canal#1179, #5524); and the parts joined back into the record a consumer expects.
 
 The limit is ``kafka.max.request.size`` (librdkafka's ``message.max.bytes``). librdkafka refuses a
-record whose value, key and headers plus 61 bytes (its bound on a record's framing) exceed it, and
-the broker bounds a whole record batch (61 bytes of batch header more) by its ``message.max.bytes``
-(default 1048588). A record's value may therefore take the limit less :data:`HEADROOM`, which
+record whose value, key and headers plus its worst case of a record's framing (36 bytes: the
+varints of ``RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD``) exceed it, and the broker bounds a whole record
+batch (a 61-byte batch header more) by its ``message.max.bytes`` (default 1048588). A record's value may therefore take the limit less :data:`HEADROOM`, which
 covers both framings, the part headers and a transaction's mark header (:mod:`pycanal.mq.mark`).
 A value within that is sent as before, byte for byte; a larger one becomes parts, each within it:
 
@@ -61,8 +61,8 @@ PART_HEADER = "pycanal.part"
 ROW_PROP = "pycanal.row"
 """The ``Entry`` header prop of a piece of a cut entry: the index of its first row in the whole."""
 HEADROOM = 1024
-"""Bytes of ``max.request.size`` kept for Kafka's framing (librdkafka's 61 per record, the record
-batch's 61) and the headers (the part headers, a transaction's mark)."""
+"""Bytes of ``max.request.size`` kept for Kafka's framing (librdkafka's 36 per record, the record
+batch's 61) and the headers (the part headers, a transaction's mark), with room to spare."""
 
 _PART_OVERHEAD = 32  # a packet's own fields around its entries: type, version, batch id, lengths
 _ENTRY_HEADER, _ENTRY_STORE, _CHANGE_ROWS = (
