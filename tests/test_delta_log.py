@@ -44,3 +44,17 @@ def test_last_checkpoint_never_moves_back_with_two_writers(
     assert json.loads(pointer.read_text())["version"] == 20
     assert (log.log_dir / f"{10:020d}.checkpoint.parquet").is_file()
     assert DeltaTable(str(log.dir)).to_pyarrow_table().num_rows == 20 and ChangeLog(tmp_path).rows() == 20
+
+
+def test_a_file_given_a_new_vector_stays_live_whatever_the_order_of_its_actions() -> None:
+    """Delta Lake for Spark's DELETE on a table with deletion vectors commits the file's ``add``
+    (new vector) before its ``remove`` (old vector); replayed in file order, the file was gone and
+    pycanal's next write lost its rows (tests/test_spark_mixed_writers.py found it)."""
+    from pycanal.spark.delta.log import LogState
+
+    old = {"storageType": "u", "pathOrInlineDv": "a", "offset": 1, "sizeInBytes": 40, "cardinality": 3}
+    new = {**old, "pathOrInlineDv": "b", "cardinality": 5}
+    for order in ([("add", new), ("remove", old)], [("remove", old), ("add", new)]):
+        state = LogState(live={"f.parquet": {"path": "f.parquet", "deletionVector": old}})
+        state.apply([(kind, {"path": "f.parquet", "deletionVector": dv}) for kind, dv in order])
+        assert state.live["f.parquet"]["deletionVector"] == new

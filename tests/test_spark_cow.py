@@ -233,17 +233,20 @@ def test_a_checkpoint_drops_the_tombstones_past_their_retention() -> None:
          {"txn": {"appId": "app", "version": 3}}, {"txn": {"appId": "other", "version": 8}}],
         schema=schema,
     )  # fmt: skip
-    changes = [
-        ("add", {"path": "c", "size": 3}), ("add", {"path": "d", "size": 4}), ("remove", {"path": "a", "deletionTimestamp": 1000}),
-        ("remove", {"path": "d", "deletionTimestamp": 1000}), ("remove", {"path": "b", "deletionTimestamp": 1000}),
-        ("add", {"path": "b", "size": 5}),  # b again, with a new deletion vector: live
+    entries = [
+        [("add", {"path": "c", "size": 3}), ("add", {"path": "d", "size": 4})],
+        [("remove", {"path": "a", "deletionTimestamp": 1000}), ("remove", {"path": "d", "deletionTimestamp": 1000})],
+        [("add", {"path": "b", "size": 5}),  # b again, with a new deletion vector: live
+         ("remove", {"path": "b", "deletionTimestamp": 1000})],
     ]  # fmt: skip
     txns = [
         {"appId": "app", "version": 4, "lastUpdated": 900},
         {"appId": "app", "version": 5, "lastUpdated": 1000},
     ]
     since = LogState(0, removes=[])  # the entries after the checkpoint, replayed
-    since.apply([*changes, *(("txn", t) for t in txns)])
+    for entry in entries:
+        since.apply(entry)
+    since.apply([("txn", t) for t in txns])
     got = next_checkpoint(previous, since, 500)
     rows_by_kind = [next((k, v["path"] if "path" in v else (v["appId"], v["version"])) for k, v in r.items() if v)
                     for r in got.to_pylist()]  # fmt: skip

@@ -166,14 +166,20 @@ class LogState:
         return self
 
     def apply(self, actions: list[tuple[str, dict[str, Any]]]) -> None:
-        """Apply one entry's actions, in order (a file removed and added again is live)."""
+        """Apply one entry's actions, its removes first: a commit's actions have no order (Delta's
+        "Action Reconciliation" keys a file by path and deletion vector), and a commit that gives a
+        file a new vector removes and adds the same path -- Delta Lake for Spark writes the add
+        first."""
+        for kind, action in actions:
+            if kind == "remove":
+                self.live.pop(action["path"], None)
+                if self.removes is not None:
+                    self.removes.append(action)
         for kind, action in actions:
             if kind == "add":
                 self.live[action["path"]] = action
             elif kind == "remove":
-                self.live.pop(action["path"], None)
-                if self.removes is not None:
-                    self.removes.append(action)
+                continue
             elif kind == "txn":
                 self.txns[action["appId"]] = action
             elif kind == "metaData":
