@@ -50,7 +50,7 @@ from .delta import dv
 from .delta.checkpoint import from_log
 from .delta.commit import FileAction, commit, merge_actions, vectors_actions
 from .delta.log import live_adds
-from .delta.tablestate import has_vectors, read_rows
+from .delta.tablestate import conform, has_vectors, read_rows
 
 __all__ = ["CONTENTS", "WRITER_PROPERTIES", "Contents", "KeyedTable", "unsupported"]
 
@@ -198,7 +198,9 @@ class KeyedTable:
         file_bytes: int = 8 << 20,
         deletion_vectors: bool = False,
     ) -> None:
-        self.path, self.schema, self.keys, self.app_id = path, schema, keys, app_id
+        self.path, self.keys, self.app_id = path, keys, app_id
+        self.base = self.schema = schema  # pycanal's columns; with a user's (``_load``)
+        self.extra: list[pa.Field] = []  # columns a user added (Spark's ADD COLUMNS)
         self.contents, self.file_bytes = contents, file_bytes
         self.deletion_vectors = deletion_vectors  # changes to big files as deletion vectors
         self._deleted: dict[str, np.ndarray] = {}  # files' deleted positions, as read or written
@@ -238,6 +240,7 @@ class KeyedTable:
         self.txn = dt.transaction_version(self.app_id)
         self.vectors = has_vectors(dt)  # the table's files may have deletion vectors
         self._deleted = {}
+        self._columns(dt)
         if self.why_not is not None:
             return
         if self.vectors:
@@ -278,6 +281,18 @@ class KeyedTable:
             self.files[p] = _File(
                 add["size"], low, high, add.get("stats"), add.get("deletionVector"), stats.get("numRecords")
             )
+
+    def _columns(self, dt: DeltaTable) -> None:
+        """The table's columns: pycanal's (``base``), and those a user added, in the table's order.
+        A user's column is kept: unchanged where pycanal updates a row, null in the rows it inserts
+        (as Delta's MERGE ``UPDATE SET *`` / ``INSERT *`` leave a target column the source lacks)."""
+        table = pa.schema(dt.schema().to_arrow())
+        if table.names == self.base.names:
+            self.schema, self.extra = self.base, []
+            return
+        ours = set(self.base.names)
+        self.extra = [f for f in table if f.name not in ours]
+        self.schema = pa.schema([self.base.field(f.name) if f.name in ours else f for f in table])
 
     def _enable_vectors(self) -> None:
         """Commit the table's protocol with deletion vectors."""
@@ -335,6 +350,8 @@ class KeyedTable:
         rest = [p for p in self.files if p not in done and self._small(p)]
         if len(rest) >= _MAX_SMALL:
             touched += rest  # merged with this write's rows
+        if self.extra:
+            upserts = self._with_extra(upserts, touched, marked)
         kept = [self._without(self._live(p), changed) for p in touched]
         new = pa.concat_tables([*kept, upserts]).combine_chunks()
         parts = self._cut(new) if new.num_rows else []
@@ -472,9 +489,9 @@ class KeyedTable:
         """All of a file's rows, those its deletion vector hides too."""
         data = self.contents.get(self.path / name)
         if data is None:
-            data = pq.ParquetFile(self.path / name).read().select(self.schema.names).cast(self.schema)
+            data = conform(pq.ParquetFile(self.path / name).read(), self.schema)
             self.contents.put(self.path / name, data)
-        return data
+        return conform(data, self.schema)  # a user added a column since it was kept
 
     def _live(self, name: str) -> pa.Table:
         """A file's rows in the table (its deletion vector applied)."""
@@ -498,6 +515,28 @@ class KeyedTable:
             data = pq.read_table(self.path / name, columns=self.keys).cast(schema)
             self.contents.put(key, data)
         return data
+
+    def _with_extra(self, upserts: pa.Table, touched: list[str], marked: dict[str, np.ndarray]) -> pa.Table:
+        """``upserts`` with the user's columns: the values of the rows they replace (those in the
+        ``touched`` files, and those the new vectors of ``marked`` files hide), else null."""
+        names = [*self.keys, *(f.name for f in self.extra)]
+        old = [self._live(p).select(names) for p in touched]
+        for p, now in marked.items():
+            hidden = np.setdiff1d(now, self._vector(p), assume_unique=True).astype(np.int64)
+            old.append(self._read(p).select(names).take(pa.array(hidden)))
+        before = (
+            pa.concat_tables(old) if old else pa.schema([self.schema.field(n) for n in names]).empty_table()
+        )
+        # Matched on the keys alone (Acero joins no list columns), rows told apart by number.
+        mine = upserts.select(self.keys).append_column("__new", arange(upserts.num_rows))
+        theirs = before.select(self.keys).append_column("__old", arange(before.num_rows))
+        pairs = mine.join(theirs, self.keys, join_type="inner")
+        at = np.full(upserts.num_rows, -1, np.int64)
+        at[pairs.column("__new").to_numpy()] = pairs.column("__old").to_numpy()
+        index = pa.array(at, mask=at < 0)
+        for f in self.extra:
+            upserts = upserts.append_column(f, before.column(f.name).take(index))
+        return upserts.select(self.schema.names)
 
     def _without(self, data: pa.Table, changed: pa.Table) -> pa.Table:
         if len(self.keys) == 1:

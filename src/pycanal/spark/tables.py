@@ -5,7 +5,8 @@ A new table is created empty with the upkeep's properties and a checkpoint of it
 so that each later checkpoint is made from the one before it (``delta.checkpoint``) instead of by
 delta-rs replaying the table. An open table's columns must be the model's. A rewrite carries the
 rows over (renamed columns keep their values, added ones get their default, changed types are
-cast with Arrow) in one overwrite commit.
+cast with Arrow) in one overwrite commit; columns a user added to the table (Spark's ``ADD
+COLUMNS``) are carried over after the model's.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ def open_table(
     target = KeyedTable(
         path, plan.schema, keys, app_id, contents, upkeep.file_mb << 20, upkeep.deletion_vectors
     )
-    have, want = _columns_of(target.dt), delta_columns(plan.schema)
+    want = delta_columns(plan.schema)
+    ours = {c for c, _ in want}
+    have = [c for c in _columns_of(target.dt) if c[0] in ours]  # the others are a user's
     if have != want:
         raise ApplyError(f"current-state table {path} has columns {have}, the schema model of {name} {want}")
     return target
@@ -73,8 +76,17 @@ def rewrite(
     ``stmt`` at ``where``) to ``plan``'s definition in one commit (``commit``), unless it has those
     columns already; the warnings (a default only the server computes: existing rows get NULL)."""
     schema = plan.schema
-    if _columns_of(dt) == delta_columns(schema):
+    before = {c.name for c in old.columns} if old is not None else set()
+    users = [f for f in pa.schema(dt.schema().to_arrow()) if old is not None and f.name not in before]
+    if [c for c in _columns_of(dt) if c[0] not in {f.name for f in users}] == delta_columns(schema):
         return []
+    for f in users:
+        for column in schema.names:
+            if column.lower() == f.name.lower():
+                raise ApplyError(
+                    f"{name} at {where}: the source's new column `{column}` is named as the column `{f.name}` "
+                    f"a user added to the current-state table {path}; rename or drop that one"
+                )
     data = read_rows(dt)
     sources = _column_sources(old, stmt)
     warnings, arrays = [], []
@@ -92,9 +104,10 @@ def rewrite(
             arrays.append(conv([value] * data.num_rows))
         except (ColumnTypeError, pa.ArrowException, ValueError, TypeError) as exc:
             raise ApplyError(f"{name} at {where}: cannot carry column `{col.name}` over: {exc}") from None
+    arrays += [data.column(f.name).cast(f.type) for f in users]  # a user's: kept, after the model's
     write_deltalake(
         str(path),
-        pa.Table.from_arrays(arrays, schema=schema),
+        pa.Table.from_arrays(arrays, schema=pa.schema([*schema, *users])),
         mode="overwrite",
         schema_mode="overwrite",
         commit_properties=commit,

@@ -38,7 +38,7 @@ from deltalake import DeltaTable, Schema
 
 from .log import LogState, entry_path, last_checkpoint
 
-__all__ = ["TableReader", "TableState", "has_vectors", "read_rows", "read_table", "table_state"]
+__all__ = ["TableReader", "TableState", "conform", "has_vectors", "read_rows", "read_table", "table_state"]
 
 _READER_FEATURES = {"deletionVectors", "timestampNtz"}
 _ATTEMPTS = 3
@@ -163,10 +163,19 @@ def _plain(log: LogState) -> bool:
 def _read_file(file: Path, schema: pa.Schema) -> pa.Table:
     data = pq.ParquetFile(file)
     have = set(data.schema_arrow.names)
-    rows = data.read(columns=[n for n in schema.names if n in have])
+    return conform(data.read(columns=[n for n in schema.names if n in have]), schema)
+
+
+def conform(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A data file's ``rows`` as the table's ``schema`` has them: its columns in the table's order
+    and types, a column the file lacks (added to the table after the file was written) as nulls."""
+    if rows.schema == schema:
+        return rows
     return pa.Table.from_arrays(
         [
-            rows.column(f.name).cast(f.type) if f.name in have else pa.nulls(rows.num_rows, f.type)
+            rows.column(f.name).cast(f.type)
+            if f.name in rows.column_names
+            else pa.nulls(rows.num_rows, f.type)
             for f in schema
         ],
         schema=schema,
