@@ -20,9 +20,10 @@ deletion vector for it (``delta.dv``: the positions of its replaced rows) instea
 cost of a write no longer grows with the table (docs/spark.md). Files with vectors, whoever wrote
 them, are read and rewritten with the vectors applied.
 
-Tables whose protocol or properties ask more of a writer (column mapping, a change data feed,
-CHECK constraints, invariants, append-only: ``unsupported`` says which), and
-keys Arrow does not compare as SQL does (floating point), are MERGEd by delta-rs instead.
+Tables whose protocol or properties ask more of a writer (a change data feed, CHECK constraints,
+invariants, append-only: ``unsupported`` says which), and keys Arrow does not compare as SQL does
+(floating point), are MERGEd by delta-rs instead; tables with features neither writes
+(``refused``: column mapping, clustering, row tracking, ...) are not written.
 Another writer's commit (upkeep, a user) makes the link fail: the state is read again and the
 write redone. A filesystem without hard links sends the table to MERGE as well.
 """
@@ -52,7 +53,7 @@ from .delta.commit import FileAction, commit, merge_actions, vectors_actions
 from .delta.log import live_adds
 from .delta.tablestate import conform, has_vectors, read_rows
 
-__all__ = ["CONTENTS", "WRITER_PROPERTIES", "Contents", "KeyedTable", "unsupported"]
+__all__ = ["CONTENTS", "WRITER_PROPERTIES", "Contents", "KeyedTable", "refused", "unsupported"]
 
 # invariants/appendOnly: checked unused; deletionVectors: read and written here; variantType:
 # delta-rs adds it to a version 7 table's protocol on any property change, and a current-state
@@ -67,6 +68,27 @@ _RETRIES = 3
 # write of the lake bench's rows 50% dearer (docs/benchmarks.md, "The lake with many tables").
 _ZSTD_FROM_BYTES = 1 << 20
 WRITER_PROPERTIES = WriterProperties(compression="ZSTD")
+
+
+# What delta-rs' MERGE (1.6) writes besides: tests/test_spark_tables_by_spark.py writes tables Spark
+# created with each feature and reads them back with Spark's Delta. A column-mapped table's MERGEd
+# rows read back with null keys; clustering, row tracking, type widening, column defaults and v2
+# checkpoints it refuses to commit.
+_MERGE_WRITER_FEATURES = _WRITER_FEATURES | {"changeDataFeed", "checkConstraints"}
+
+
+def refused(dt: DeltaTable) -> str | None:
+    """The table features of ``dt`` that no writer of pycanal's writes correctly (None: none)."""
+    protocol = dt.protocol()
+    if protocol.min_reader_version == 2 or protocol.min_writer_version in (5, 6):
+        return "columnMapping" if protocol.min_writer_version != 6 else "identityColumns"
+    if dt.metadata().configuration.get("delta.columnMapping.mode", "none") != "none":
+        return "columnMapping"
+    features = set(protocol.writer_features or []) - _MERGE_WRITER_FEATURES
+    features |= set(protocol.reader_features or []) - _READER_FEATURES
+    if any("delta.generationExpression" in (f.metadata or {}) for f in dt.schema().fields):
+        features.add("generatedColumns")
+    return ", ".join(sorted(features)) or None
 
 
 def unsupported(dt: DeltaTable) -> str | None:

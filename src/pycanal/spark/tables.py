@@ -21,7 +21,7 @@ from pycanal.parse.ddl import AlterTable
 from pycanal.parse.meta import Table
 
 from .batch import ApplyError
-from .cow import WRITER_PROPERTIES, Contents, KeyedTable
+from .cow import WRITER_PROPERTIES, Contents, KeyedTable, refused
 from .delta.tablestate import read_rows
 from .maintenance import Maintenance
 from .merge_source import MergeSource
@@ -55,6 +55,12 @@ def open_table(
             configuration=properties,
         )
         DeltaTable(str(path)).create_checkpoint()  # every later checkpoint is made from it
+    features = refused(DeltaTable(str(path)))
+    if features:
+        raise ApplyError(
+            f"current-state table {path} ({name}) has table features pycanal does not write: {features}; "
+            "drop it to let pycanal create it, or create it without them (docs/spark.md)"
+        )
     upkeep = maintenance or Maintenance()
     keys = [name for name, _ in t.primary_key]
     target = KeyedTable(
