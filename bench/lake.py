@@ -37,15 +37,16 @@ and the machine's speed (``cpu_probe_ms``: the CPU a fixed loop takes, every 5 s
 moves with the CPU that the processes doing constant work use, the control for the apply's
 time, which moves with both).
 
-``--deletion-vectors`` runs the job with it (changes to table files of 10,000 rows and more as
-Delta deletion vectors); with ``--rows`` in the 100,000s it is what keeps the apply's cost to
-the changes rather than to the rows the tables hold (docs/benchmarks.md, stop 30).
+The job writes deletion vectors, as by default (changes to table files of 10,000 rows and more
+as Delta deletion vectors; with ``--rows`` in the 100,000s they are what keeps the apply's cost
+to the changes rather than to the rows the tables hold: docs/benchmarks.md, stop 30);
+``--no-deletion-vectors`` runs it copy-on-write only, as runs before they were the default did.
 
 One JSON object goes to stdout, progress to stderr.
 
     .venv/bin/python bench/lake.py [--tables 200,20,2] [--rates 500,1000,2000,5000] [--seconds 20]
         [--backlog-rate 1500] [--backlog-seconds 30] [--rows 1000] [--minutes 0] [--skip-pmr]
-        [--apply-share 1.0] [--deletion-vectors] [--dir DIR] [--settle-s 360] [--keep]
+        [--apply-share 1.0] [--no-deletion-vectors] [--dir DIR] [--settle-s 360] [--keep]
 
 The JSON's ``machine.file_create_us`` is the CPU a file creation takes in ``--dir``: each write
 of a current-state table creates two files, so it weighs on the apply; each rate's result has the
@@ -578,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compact-every", type=int, default=Maintenance().compact_every,
                     help="MERGEs into a table between compactions (and checkpoints)")  # fmt: skip
     ap.add_argument("--skip-pmr", action="store_true")
-    ap.add_argument("--deletion-vectors", action="store_true", help="the job's --deletion-vectors")
+    ap.add_argument("--deletion-vectors", action=argparse.BooleanOptionalAction,
+                    default=Maintenance().deletion_vectors, help="the job's --deletion-vectors")  # fmt: skip
     ap.add_argument("--dir", help="where the lake, Spark's files and MariaDB go (default: the temp dir)")
     ap.add_argument("--settle-s", type=float, default=360.0,
                     help="wait first until this long after the last run deleted its files here")  # fmt: skip

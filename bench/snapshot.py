@@ -335,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--apply-share", type=float, default=1.0, help="the job's apply_share (current-state rounds)"
     )
-    ap.add_argument("--deletion-vectors", action="store_true", help="the job's --deletion-vectors")
+    ap.add_argument("--deletion-vectors", action=argparse.BooleanOptionalAction,
+                    default=Maintenance().deletion_vectors, help="the job's --deletion-vectors")  # fmt: skip
     ap.add_argument(
         "--resnapshot", action="store_true", help="then snapshot the table again while it streams (ad hoc)"
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +102,29 @@ def test_demo_job(tmp_path: Path) -> None:
         assert line.endswith("OK"), line
     assert "(ALTER TABLE done)" in out and "all tables equal" in out
     assert (tmp_path / "var" / "demo" / "lake" / "current" / "shop" / "orders" / "_delta_log").is_dir()
+    # The Spark SQL query it prints runs as printed (a shell without the virtualenv's PATH), and so
+    # do the delta-rs lines, on tables with deletion vectors: the same counts as the demo's own query.
+    lines = out.splitlines()
+    at = lines.index("6. a Spark SQL query over the lake (Delta tables by path), run here:") + 2
+    shell = lines.index("   the same from a shell (Spark's Delta from Maven, as pycanal's sessions get it):")
+    counts = {r.split()[0]: (int(r.split()[1].replace(",", "")), r.split()[3]) for r in lines[at:shell]}
+    assert counts and sum(n for n, _ in counts.values()) == int(
+        next(x for x in lines if x.startswith("orders ")).split()[1].replace(",", "")
+    )
+    venv = str(Path(sys.executable).parent)
+    env = dict(os.environ, PATH=os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if d != venv))
+    sql = subprocess.run(["bash", "-c", lines[shell + 1]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
+    assert sql.returncode == 0, sql.stderr[-3000:]
+    assert {
+        r.split("\t")[0]: (int(r.split("\t")[1]), r.split("\t")[2]) for r in sql.stdout.splitlines()
+    } == counts
+    start = next(i for i, x in enumerate(lines) if x.startswith("   delta-rs (Python")) + 1
+    code = "\n".join(x.strip() for x in lines[start : start + 2])
+    by_delta_rs = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert by_delta_rs.returncode == 0, by_delta_rs.stderr
+    for status, (n, _) in counts.items():
+        assert re.search(rf"\| {status} +\| {n} +\|", by_delta_rs.stdout), by_delta_rs.stdout
 
 
 def test_pipeline_refuses_an_unknown_snapshot_reader(tmp_path: Path) -> None:
@@ -113,7 +138,7 @@ def test_pipeline_refuses_an_unknown_snapshot_reader(tmp_path: Path) -> None:
     ("flags", "expected", "archive"),
     [
         ([], "-XX:+UseParallelGC -XX:TieredStopAtLevel=1", "auto"),
-        (["--driver-java-options=-Xss4m", "--class-archive", "off"], "-Xss4m", None),
+        (["--driver-java-options=-Xss4m", "--class-archive", "off", "--no-deletion-vectors"], "-Xss4m", None),
         (
             ["--class-archive", "ARCHIVE", "--deletion-vectors"],
             "-XX:+UseParallelGC -XX:TieredStopAtLevel=1",
@@ -137,7 +162,7 @@ def test_pipeline_passes_the_driver_java_options(
     monkeypatch.setattr(job, "run", lambda lake, **kw: seen.update(kw) or 0)
     done = CliRunner().invoke(app, ["pipeline", "--address", "127.0.0.1:1", "--lake", str(tmp_path), *flags])
     assert done.exit_code == 0, done.output
-    vectors = "--deletion-vectors" in flags
+    vectors = "--no-deletion-vectors" not in flags  # on by default
     assert (seen["java_options"], seen["class_archive"]) == (expected, archive)
     assert seen["maintenance"].deletion_vectors is vectors
 

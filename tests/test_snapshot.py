@@ -538,6 +538,7 @@ def test_a_re_snapshot_deletes_by_chunk_range_for_ordered_key_types(db, tmp_path
     from pycanal.snapshot.chunks import chunk_where
     from pycanal.spark.apply import ChangeApplier
     from pycanal.spark.current import table_path
+    from pycanal.spark.delta.tablestate import read_rows
 
     columns, row = KEY_SHAPES[name]
     table = f"re_{name}"
@@ -558,11 +559,7 @@ def test_a_re_snapshot_deletes_by_chunk_range_for_ordered_key_types(db, tmp_path
             )
 
     def lake() -> set[int]:
-        return set(
-            DeltaTable(str(table_path(tmp_path, SCHEMA, table)))
-            .to_pyarrow_table(columns=["v"])["v"]
-            .to_pylist()
-        )
+        return set(read_rows(DeltaTable(str(table_path(tmp_path, SCHEMA, table))), ["v"])["v"].to_pylist())
 
     def values(source: str, t, chunk) -> set[int]:
         where, args = chunk_where(t, chunk)

@@ -23,6 +23,7 @@ from pycanal.binlog.rows import JsonText
 from pycanal.parse.canonical import json_value
 from pycanal.spark import merge_source
 from pycanal.spark.apply import ChangeApplier
+from pycanal.spark.delta.tablestate import read_rows
 from pycanal.spark.merge_source import MergeSource
 from pycanal.spark.rows import ChangeRow, RowPosition, to_record_batch
 from pycanal.spark.schema import model_from_ddl
@@ -136,7 +137,7 @@ def contents(target: Path) -> dict[str, Any]:
     """Every current-state table: its schema and rows (repr: -0.0, NaN, Decimal exponents count)."""
     out = {}
     for log in sorted((target / "current").glob("*/*/_delta_log")):
-        t = DeltaTable(str(log.parent)).to_pyarrow_table()
+        t = read_rows(DeltaTable(str(log.parent)))
         rows = sorted(repr(r) for r in t.to_pylist())
         out[str(log.parent.relative_to(target))] = (str(t.schema), rows)
     return out

@@ -22,6 +22,7 @@ from pycanal.spark.arrow import take_in_blocks
 from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.cow import Contents, KeyedTable, unsupported
 from pycanal.spark.current import table_path
+from pycanal.spark.delta.tablestate import read_rows
 from pycanal.spark.rows import ChangeRow, RowPosition
 from spark_fixtures import arrow_rows
 
@@ -52,7 +53,7 @@ def rows(pairs: dict[int, int | None]) -> tuple[pa.Table, pa.Table]:
 
 
 def contents(path: Path) -> dict[int, tuple]:
-    data = DeltaTable(str(path)).to_pyarrow_table()
+    data = read_rows(DeltaTable(str(path)))
     out = {}
     for r in data.to_pylist():
         assert r["id"] not in out, f"key {r['id']} twice"
@@ -343,7 +344,7 @@ def test_composite_and_string_keys(tmp_path: Path) -> None:
     t.write(up, pa.table({"a": pa.array([], pa.string()), "b": pa.array([], pa.int64())}), 1, {})
     up = pa.table({"a": ["y"], "b": [2], "v": ["4"]}, schema=schema)
     t.write(up, pa.table({"a": ["x"], "b": [2]}), 2, {})
-    data = DeltaTable(str(t.path)).to_pyarrow_table().sort_by([("a", "ascending"), ("b", "ascending")])
+    data = read_rows(DeltaTable(str(t.path))).sort_by([("a", "ascending"), ("b", "ascending")])
     assert data.to_pylist() == [
         {"a": "x", "b": 1, "v": "1"},
         {"a": "y", "b": 1, "v": "3"},
@@ -406,7 +407,7 @@ def test_a_constraint_added_in_between_sends_the_table_to_merge(tmp_path: Path) 
     DeltaTable(str(path)).alter.add_constraint({"v_positive": "v > 0"})
     applier(arrow_rows([change("UPDATE", 3, 1, 11, 10), change("INSERT", 4, 3, 30)]), 1)
     table = DeltaTable(str(path))
-    assert sorted((r["id"], r["v"]) for r in table.to_pyarrow_table().to_pylist()) == [
+    assert sorted((r["id"], r["v"]) for r in read_rows(table).to_pylist()) == [
         (1, 11),
         (2, 20),
         (3, 30),
@@ -442,7 +443,7 @@ def test_a_filesystem_without_hard_links_sends_the_table_to_merge(
     applier(arrow_rows([change("INSERT", 2, 2, 20)]), 1)
     path = table_path(root, "db", "t")
     table = DeltaTable(str(path))
-    assert sorted((r["id"], r["v"]) for r in table.to_pyarrow_table().to_pylist()) == [(1, 10), (2, 20)]
+    assert sorted((r["id"], r["v"]) for r in read_rows(table).to_pylist()) == [(1, 10), (2, 20)]
     assert table.history(1)[0]["engineInfo"].startswith("delta-rs")
     assert not list((path / "_delta_log").glob("*.tmp"))
     assert {p.name for p in path.glob("*.parquet")} == {Path(u).name for u in table.file_uris()}  # no orphan
@@ -477,7 +478,7 @@ def test_text_key_ranges_are_trusted_only_where_pycanal_wrote_them(tmp_path: Pat
     assert all(reopened.files[p].low is not None for p in first)  # ours: read back from the log
     reopened.write(pa.table({"k": ["zz"], "v": [3]}, schema=schema), no_deletes, 3, {})
     assert theirs[0] not in reopened.files and first <= set(reopened.files)  # theirs rewritten, ours spared
-    rows = sorted((r["k"], r["v"]) for r in DeltaTable(str(t.path)).to_pyarrow_table().to_pylist())
+    rows = sorted((r["k"], r["v"]) for r in read_rows(DeltaTable(str(t.path))).to_pylist())
     assert rows.count(("zz", 3)) == 1 and ("zz", 9) not in rows
 
 
@@ -508,7 +509,7 @@ def test_an_applier_without_kept_rows_writes_the_same_tables(tmp_path: Path) -> 
         read_back(arrow_rows(rows), b)
 
     def rows_of(root: Path) -> list[tuple]:
-        data = DeltaTable(str(table_path(root, "db", "t"))).to_pyarrow_table()
+        data = read_rows(DeltaTable(str(table_path(root, "db", "t"))))
         return sorted((r["id"], r["v"]) for r in data.to_pylist())
 
     assert rows_of(tmp_path / "a") == rows_of(tmp_path / "b") and len(rows_of(tmp_path / "a")) == len(live)

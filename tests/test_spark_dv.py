@@ -21,7 +21,7 @@ from pycanal.spark.cow import Contents, KeyedTable
 from pycanal.spark.delta import dv
 from pycanal.spark.delta.log import live_adds
 from pycanal.spark.delta.tablestate import read_rows
-from spark_fixtures import spark  # noqa: F401
+from spark_fixtures import arrow_rows, spark  # noqa: F401
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int32()), ("v", pa.string())])
 COMPOSITE = pa.schema([("a", pa.string()), ("b", pa.int32()), ("v", pa.string())])
@@ -275,3 +275,69 @@ def test_truncate_by_delta_rs_empties_a_table_with_vectors_and_writes_go_on(tmp_
     t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), deletion_vectors=True)
     t.write(rows(SCHEMA, model, [9]), key_table(SCHEMA, []), 3, {})
     assert read(path, SCHEMA) == {9: model[9]}
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def reading_block(doc: str) -> str:
+    """The Python block of ``doc`` (a file of the repository) that reads the lake with delta-rs."""
+    text = (ROOT / doc).read_text()
+    blocks = [b.split("\n```", 1)[0] for b in text.split("```python\n")[1:]]
+    (block,) = [b for b in blocks if "QueryBuilder" in b]
+    return block
+
+
+def order(op: str, offset: int, key: int, status: str | None, old: str | None = None) -> Any:
+    import datetime as dt
+
+    from pycanal.spark.rows import ChangeRow, RowPosition
+
+    image = lambda s: None if s is None else json.dumps({"id": key, "status": s})  # noqa: E731
+    return ChangeRow(op, "shop", "orders", json.dumps({"id": key}), image(old), image(status),
+                     RowPosition("mysql-bin.000001", offset, 0, None), dt.datetime(2026, 11, 28, tzinfo=dt.UTC),
+                     None, None)  # fmt: skip
+
+
+def test_tables_have_vectors_by_default_and_the_documented_reads_apply_them(
+    tmp_path: Path,
+    spark: Any,  # noqa: F811 - the fixture
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The default ``Maintenance`` (``pycanal pipeline``'s): a current-state table gets the
+    ``deletionVectors`` feature and a change to a file of 10,000 rows or more commits a vector;
+    the reading blocks of the README and docs/spark.md run as printed on it without the rows the
+    vector hides, and the APIs they say refuse such a table or read it wrong do."""
+    import pyarrow.parquet as pq
+    from deltalake.exceptions import DeltaProtocolError
+
+    from pycanal.spark.apply import ChangeApplier
+    from pycanal.spark.current import table_path
+
+    applier = ChangeApplier(
+        tmp_path, schema_ddl="CREATE TABLE shop.orders (id INT PRIMARY KEY, status VARCHAR(10))"
+    )
+    applier(arrow_rows([order("INSERT", 10 + k, k, "new") for k in range(12_000)]), 0)
+    applier(
+        arrow_rows([order("UPDATE", 20_000, 5, "paid", "new"), order("DELETE", 20_010, 7, None, "new")]), 1
+    )
+    path = table_path(tmp_path, "shop", "orders")
+    dt = DeltaTable(str(path))
+    assert "deletionVectors" in dt.protocol().reader_features
+    vectors = [
+        a["deletionVector"]
+        for a in live_adds(path / "_delta_log", dt.version()).values()
+        if a.get("deletionVector")
+    ]
+    assert [v["cardinality"] for v in vectors] == [2]  # the old row 5 and row 7, in the 12,000-row file
+    for doc in ("README.md", "docs/spark.md"):
+        capsys.readouterr()
+        exec(reading_block(doc).replace("/lake/shop", str(tmp_path)), {"spark": spark})
+        out = capsys.readouterr().out
+        assert "11998" in out and "12000" not in out and "11999" not in out, (doc, out)
+    for refuses in (dt.to_pyarrow_table, dt.to_pyarrow_dataset, dt.to_pandas):
+        with pytest.raises(DeltaProtocolError, match="deletionVectors"):
+            refuses()
+    files_read = sum(pq.read_table(f).num_rows for f in dt.file_uris())
+    assert files_read == dt.count() == 12_001  # with the rows the vector hides
+    assert read_rows(dt).num_rows == 11_999

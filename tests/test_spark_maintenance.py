@@ -19,7 +19,7 @@ from pycanal.spark.cow import KeyedTable
 from pycanal.spark.current import table_path
 from pycanal.spark.current_state import APP_ID
 from pycanal.spark.delta import expiry
-from pycanal.spark.delta.tablestate import read_table
+from pycanal.spark.delta.tablestate import read_rows, read_table
 from pycanal.spark.maintenance import Maintenance
 from pycanal.spark.rows import ChangeRow, RowPosition
 from spark_fixtures import arrow_rows
@@ -58,7 +58,7 @@ def batches(n: int) -> list[list[ChangeRow]]:
 def contents(root: Path) -> dict[str, list[tuple]]:
     out = {}
     for t in range(TABLES):
-        data = DeltaTable(str(table_path(root, "db", f"t{t}"))).to_pyarrow_table()
+        data = read_rows(DeltaTable(str(table_path(root, "db", f"t{t}"))))
         out[f"t{t}"] = sorted(zip(data.column("id").to_pylist(), data.column("v").to_pylist(), strict=True))
     return out
 
@@ -157,7 +157,7 @@ def test_a_table_made_without_the_log_retention_gets_it_at_its_checkpoint(tmp_pa
     assert config["delta.logRetentionDuration"] == "interval 2 hours"
     assert config["delta.deletedFileRetentionDuration"] == "interval 6 hours"
     assert upkeep.done["checkpoint"] == 3
-    assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3]
+    assert sorted(read_rows(DeltaTable(str(path))).column("id").to_pylist()) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("hours", [0, 1])
@@ -180,8 +180,8 @@ def test_the_checkpoints_delete_the_files_and_entries_past_their_retention(
         table.write(pa.table({"id": [n % 7], "v": [n]}, schema=schema), none, n, {})  # replaces a file
         upkeep.after_merge("db.t", table)
     data = DeltaTable(str(path))
-    assert sorted(data.to_pyarrow_table().column("v").to_pylist()) == list(range(writes - 6, writes + 1))
-    assert read_table(path).sort_by("v").equals(data.to_pyarrow_table().sort_by("v"))
+    assert sorted(read_rows(data).column("v").to_pylist()) == list(range(writes - 6, writes + 1))
+    assert read_table(path).sort_by("v").equals(read_rows(data).sort_by("v"))
     on_disk = [n for n in os.listdir(path) if n.endswith(".parquet")]
     entries = sorted(n for n in os.listdir(path / "_delta_log") if n.endswith(".json"))
     if hours:  # nothing past its retention: every entry, every file one added
@@ -204,8 +204,6 @@ def test_deletion_vectors_with_upkeep_and_ddl_give_the_same_tables(tmp_path: Pat
     vectors; with compaction, checkpoints, vacuum and an ALTER TABLE that rewrites the table in
     between, the tables equal those of a plain applier (no vectors, no upkeep)."""
     import random
-
-    from pycanal.spark.delta.tablestate import read_rows
 
     rnd, offset, ts = random.Random(3), 1000, dt.datetime(2026, 11, 26, tzinfo=dt.UTC)
 
@@ -241,8 +239,11 @@ def test_deletion_vectors_with_upkeep_and_ddl_give_the_same_tables(tmp_path: Pat
                 live[k] = v
         work.append(rows)
     ddl = "CREATE TABLE db.t0 (id INT PRIMARY KEY, v INT)"
-    plain = ChangeApplier(
-        tmp_path / "plain", schema_ddl=ddl, apply_threads=1, maintenance=Maintenance(0, 0, 0)
+    plain = ChangeApplier(  # copy-on-write: the tables vectors must give
+        tmp_path / "plain",
+        schema_ddl=ddl,
+        apply_threads=1,
+        maintenance=Maintenance(0, 0, 0, deletion_vectors=False),
     )
     upkeep = Maintenance(compact_every=3, checkpoint_every=4, vacuum_every=5, retention_hours=0, log_retention_hours=0,
                          file_mb=1, deletion_vectors=True)  # fmt: skip
@@ -258,7 +259,7 @@ def test_deletion_vectors_with_upkeep_and_ddl_give_the_same_tables(tmp_path: Pat
     assert vectors >= 1 and "deletionVectors" in DeltaTable(str(path)).protocol().reader_features
     assert upkeep.done["checkpoint"] >= 2 and upkeep.done["vacuum"] >= 2
     got = read_rows(DeltaTable(str(path))).sort_by("id")
-    want = DeltaTable(str(table_path(tmp_path / "plain", "db", "t0"))).to_pyarrow_table().sort_by("id")
+    want = read_rows(DeltaTable(str(table_path(tmp_path / "plain", "db", "t0")))).sort_by("id")
     assert got.column_names == ["id", "v", "w"] and got.num_rows == len(live)
     assert got.to_pylist() == want.to_pylist()
 

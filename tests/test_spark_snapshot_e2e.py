@@ -27,6 +27,7 @@ from pycanal.spark.apply import applied_batch_ids, stage_dir
 from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import normalize
 from pycanal.spark.current import table_path
+from pycanal.spark.delta.tablestate import read_rows
 from pycanal.testing import PrivateMariaDB
 from spark_fixtures import spark  # noqa: F401
 
@@ -154,7 +155,7 @@ def rows_equal(db: PrivateMariaDB, lake: Path, table: str, session: Any = None) 
     if session is not None:
         target_rows = session.read.format("delta").load(str(path)).toArrow().to_pylist()
     else:
-        target_rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+        target_rows = read_rows(DeltaTable(str(path))).to_pylist()
     target = sorted(json.dumps([normalize(r[c]) for c in columns], default=str) for r in target_rows)
     if source == target:
         return None

@@ -14,7 +14,9 @@ Run with ``make demo`` (or ``python -m pycanal.demo [--seconds 30]``). It
    lag; the snapshot);
 5. once Spark has applied everything, compares every table of the source with its current-state
    table: row count and a checksum over every value, which must be equal;
-6. prints how to query the tables.
+6. runs a Spark SQL query over the lake and prints it as a ``spark-sql`` command that runs as
+   printed, then how to read the tables with delta-rs and DuckDB (every reader here applies
+   deletion vectors, which the tables have by default).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import shutil
 import socket
 import subprocess
@@ -35,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .spark.job import snapshot_progress, start_pipeline
-from .spark.session import spark_session
+from .spark.session import delta_options, delta_package, spark_session
 from .testing._process import free_port
 from .testing.mariadb import PrivateMariaDB
 
@@ -58,6 +61,13 @@ QUERY = (
     "SELECT status, count(*) AS orders, sum(total) AS total FROM delta.`{lake}/current/shop/orders`"
     " GROUP BY status ORDER BY status"
 )
+# The same table through delta-rs' SQL (DataFusion), which applies deletion vectors: the tables have
+# them by default, and DeltaTable.to_pandas() / to_pyarrow_table() refuse such tables.
+DELTA_RS = [
+    "from deltalake import DeltaTable, QueryBuilder",
+    'print(QueryBuilder().register("orders", DeltaTable("{lake}/current/shop/orders"))'
+    '.execute("SELECT status, count(*) AS orders FROM orders GROUP BY status ORDER BY status").read_all())',
+]
 NAMES = ["Ada Lovelace", "Grace Hopper", "Édith Piaf", "李小龙", "Zoë 🚀", "Alan Turing", "Emmy Noether"]
 
 
@@ -225,6 +235,21 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
+def spark_sql(sql: str) -> list[str]:
+    """The ``spark-sql`` command that runs ``sql`` with Delta Lake for Spark: the one in this
+    pyspark's package (pip's ``bin/spark-sql`` finds its Spark only with the virtualenv's python
+    first on the PATH), Delta's package and SQL settings."""
+    import pyspark
+
+    conf = [f"{k}={v}" for k, v in delta_options().items() if k != "spark.jars.packages"]
+    return [
+        str(Path(pyspark.__file__).parent / "bin" / "spark-sql"),
+        "--packages", delta_package(),
+        *[a for c in conf for a in ("--conf", c)],
+        "-e", sql,
+    ]  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="pycanal's end-to-end demo")
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the workload runs")
@@ -309,11 +334,13 @@ def main(argv: list[str] | None = None) -> int:
             pipeline.stop()  # waits for the last batch's current state
             say("5. source vs target, per table (the lake read by Spark's Delta):")
             ok = compare(db, lake, spark)
-            say("\n6. query the lake with Spark SQL:")
+            say("\n6. a Spark SQL query over the lake (Delta tables by path), run here:")
             sql = QUERY.format(lake=lake)
-            say(f'   spark.sql("{sql}").show()')
+            say(f"   {sql}")
             for row in spark.sql(sql).collect():
                 say(f"   {row['status']:<10} {row['orders']:>7,} orders  {row['total']:>14}")
+            say("   the same from a shell (Spark's Delta from Maven, as pycanal's sessions get it):")
+            say(f"   {shlex.join(spark_sql(sql))}")
         finally:
             if pipeline is not None and pipeline.query.isActive:
                 pipeline.query.stop()
@@ -321,12 +348,14 @@ def main(argv: list[str] | None = None) -> int:
                 spark.stop()
             server.terminate()
             server.wait(timeout=30)
-    say("\n7. the tables, for any Delta reader:")
-    say(f'   change log (Delta):     {lake}/changelog   (spark.read.format("delta"), partitioned by date)')
+    say("\n7. the tables, for any Delta reader that applies deletion vectors:")
+    say(f"   change log (Delta):     {lake}/changelog   (partitioned by date)")
     say(f"   current state (Delta):  {lake}/current/shop/<table>")
-    say(f"   Spark:   spark.read.format('delta').load('{lake}/current/shop/orders').show()")
+    say(f"   PySpark: spark.read.format('delta').load('{lake}/current/shop/orders').show()")
+    say("   delta-rs (Python; not DeltaTable.to_pandas(), which refuses deletion vectors):")
+    for line in DELTA_RS:
+        say(f"     {line.format(lake=lake)}")
     say(f"   DuckDB:  SELECT * FROM delta_scan('{lake}/current/shop/orders')")
-    say("   Python:  deltalake.DeltaTable(path).to_pandas()")
     say("\nall tables equal" if ok else "\nTABLES DIFFER")
     return 0 if ok else 1
 

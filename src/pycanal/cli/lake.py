@@ -79,11 +79,11 @@ def pipeline(
     deletion_vectors: Annotated[
         bool,
         typer.Option(
-            "--deletion-vectors",
+            "--deletion-vectors/--no-deletion-vectors",
             help="Changes to big table files as Delta deletion vectors, not rewrites (readers: Spark's Delta, "
-            "delta-rs' scan/QueryBuilder, not its to_pyarrow_table).",
+            "delta-rs' QueryBuilder, not its to_pyarrow_table/to_pandas); --no-deletion-vectors: copy-on-write.",
         ),
-    ] = False,
+    ] = True,
     snapshot: Annotated[
         str, typer.Option("--snapshot", help="initial: the tables' existing rows first; never.")
     ] = "never",

@@ -55,8 +55,9 @@ __all__ = ["Maintenance", "vacuum"]
 @dataclass
 class Maintenance:
     """What is done how often (writes into a table, micro-batches for the change log; 0: never),
-    and how tables are written: files of ``file_mb``; ``deletion_vectors``: a change to a big file
-    hides its old rows with a Delta deletion vector instead of rewriting the file (``cow``)."""
+    and how tables are written: files of ``file_mb``; ``deletion_vectors`` (on by default; off:
+    copy-on-write only): a change to a big file hides its old rows with a Delta deletion vector
+    instead of rewriting the file (``cow``), so a write's cost does not grow with the table."""
 
     compact_every: int = 50
     checkpoint_every: int = 50
@@ -64,7 +65,7 @@ class Maintenance:
     retention_hours: int = 1
     log_retention_hours: int = 1
     file_mb: int = 8
-    deletion_vectors: bool = False
+    deletion_vectors: bool = True
     fold_every: int = 100
     fold_fanout: int = 10
     fold_target_mb: int = 128
