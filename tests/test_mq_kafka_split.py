@@ -46,6 +46,31 @@ def _wire_size(record: KafkaRecord) -> int:
     return len(record.value or b"") + len(record.key or b"") + headers + RECORD_FRAMING
 
 
+def _start(
+    db: PrivateMariaDB, start: tuple[str, int], kafka: PrivateKafka, table: str, topic: str, tmp_path: Path,
+    servers: list[Server], flat: bool, transaction: bool,
+) -> tuple[Path, Server]:  # fmt: skip
+    """A kafka-mode server from ``start`` for ``pycanal.table`` into ``topic`` (made, 1 partition),
+    records limited to ``LIMIT``: its conf directory and the started server."""
+    kafka.create_topic(topic, 1)
+    conf = write_conf(
+        tmp_path / "conf",
+        db,
+        start,
+        bootstrap=kafka.bootstrap_servers,
+        tables=f"pycanal\\\\.{table}",
+        canal={
+            "canal.mq.flatMessage": str(flat).lower(),
+            "canal.mq.transaction": str(transaction).lower(),
+            "kafka.max.request.size": LIMIT,
+        },
+        instance={"canal.mq.topic": topic},
+    )
+    server = Server(conf, tmp_path / "server.log").start()
+    servers.append(server)
+    return conf, server
+
+
 def _consume(kafka: PrivateKafka, topic: str, rows: int) -> list[MQMessage]:
     """The topic's messages through the consumer API (read_committed, librdkafka's default) until
     ``rows`` row changes came (the topic holds them)."""
@@ -77,22 +102,7 @@ def test_a_transaction_of_big_rows_arrives_whole_split_within_the_limit(
     db = big_events
     start = db.current_binlog()
     db.execute(f"CREATE TABLE pycanal.{table} (id INT PRIMARY KEY, note TEXT)")
-    kafka.create_topic(topic, 1)
-    conf = write_conf(
-        tmp_path / "conf",
-        db,
-        start,
-        bootstrap=kafka.bootstrap_servers,
-        tables=f"pycanal\\\\.{table}",
-        canal={
-            "canal.mq.flatMessage": str(flat).lower(),
-            "canal.mq.transaction": str(transaction).lower(),
-            "kafka.max.request.size": LIMIT,
-        },
-        instance={"canal.mq.topic": topic},
-    )
-    server = Server(conf, tmp_path / "server.log").start()
-    servers.append(server)
+    conf, server = _start(db, start, kafka, table, topic, tmp_path, servers, flat, transaction)
     conn = db.root_connection()
     try:
         with conn.cursor() as cur:
@@ -160,19 +170,8 @@ def test_a_row_too_large_alone_stops_the_destination_unacked(
     table, topic = f"mqs_big_{sfx}", f"mqs-big-{sfx}"
     start = mariadb.current_binlog()
     mariadb.execute(f"CREATE TABLE pycanal.{table} (id INT PRIMARY KEY, note LONGTEXT)")
-    kafka.create_topic(topic, 1)
-    conf = write_conf(
-        tmp_path / "conf",
-        mariadb,
-        start,
-        bootstrap=kafka.bootstrap_servers,
-        tables=f"pycanal\\\\.{table}",
-        canal={"canal.mq.flatMessage": str(flat).lower(), "kafka.max.request.size": LIMIT},
-        instance={"canal.mq.topic": topic},
-    )
-    log = tmp_path / "server.log"
-    server = Server(conf, log).start()
-    servers.append(server)
+    conf, server = _start(mariadb, start, kafka, table, topic, tmp_path, servers, flat, transaction=False)
+    log = server.log
     read = flat_rows if flat else proto_rows
     mariadb.execute(f"INSERT INTO pycanal.{table} VALUES (1, 'small')")
     wait_for("the small row", lambda: len(read(kafka.records(topic))[0]) == 1, timeout=60)
