@@ -1,0 +1,242 @@
+"""MQ benchmark (issue 39): a sysbench ``oltp_write_only`` backlog through a server in Kafka mode into
+a private broker, read back by a consumer that parses every message.
+
+1. The source: a private MariaDB, ``sysbench oltp_write_only`` for ``--events`` transactions alone in
+   one binlog file (``bench/oltp.py``'s ``run_workload``); its rows are the file's row changes.
+2. The broker: ``pycanal.testing.kafka.PrivateKafka`` (Apache Kafka, KRaft, loopback), a fresh
+   one-partition topic per run.
+3. The servers, each a fresh process per run, from the file's start, with the shipped settings of a
+   plain conf (``canal.mq.*`` and ``kafka.*`` defaults: flat messages, ``canalBatchSize`` 50,
+   ``acks=all``):
+   * ``pycanal server`` (``canal.serverMode = kafka``): flat and protobuf, at least once and
+     ``canal.mq.transaction = true`` (read committed);
+   * Alibaba Canal 1.1.7 in kafka mode (``pycanal.testing.canal``; 1.1.8's server is not on Maven
+     Central), flat and protobuf, with ``startup.sh``'s G1 and heap: the anchor.
+4. The consumer (this process, confluent-kafka, read committed) decodes every record
+   (``pycanal.mq.consumer.decode_record``: flat JSON, or a protobuf ``Packet`` whose entries and
+   ``RowChange`` are parsed) and touches every column value. The clock runs from the first record
+   to the record that completes the file's row changes: start-up (Canal's JVM 2-3.5 s, pycanal's
+   ~1 s) is reported apart, not counted. No warm-up: Canal's JIT warms up inside the run.
+
+The modes alternate for ``--repeat`` rounds; the medians count, with each run listed. Ratios
+against the goals of issue 39: flat >= 30k rows/s, protobuf >= 1.3x flat, transactional >= 0.8x
+at least once, and pycanal / Canal per format. One JSON object on stdout; progress on stderr.
+
+    .venv/bin/python bench/mq.py [--events 15000] [--repeat 3] [--skip-canal]
+
+Not here yet: Spark from Kafka into the lake against the TCP pipeline (``pycanal pipeline
+--kafka``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import oltp  # noqa: E402
+import servers  # noqa: E402
+from pycanal.mq.consumer import decode_record  # noqa: E402
+from pycanal.protocol import EntryProtocol_pb2 as pb  # noqa: E402
+from pycanal.testing._process import free_port  # noqa: E402
+from pycanal.testing.kafka import PrivateKafka  # noqa: E402
+from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
+
+_T0 = time.monotonic()
+MODES = {  # name -> (server, flat, transaction)
+    "pycanal_flat": ("pycanal", True, False),
+    "pycanal_protobuf": ("pycanal", False, False),
+    "pycanal_flat_transactional": ("pycanal", True, True),
+    "pycanal_protobuf_transactional": ("pycanal", False, True),
+    "canal_flat": ("canal", True, False),
+    "canal_protobuf": ("canal", False, False),
+}
+
+
+def log(msg: str) -> None:
+    print(f"[mq-bench {time.monotonic() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def touch(value: bytes | None) -> int:
+    """Decode one record and touch every value of its rows: the row changes it carries."""
+    message = decode_record("bench", 0, 0, value)
+    if message.flat is not None:
+        rows = 0
+        if not message.flat.is_ddl:
+            for image in (message.flat.data or [], message.flat.old or []):
+                for row in image:
+                    for _v in row.values():
+                        pass
+            rows = len(message.flat.data or [])
+        return rows
+    rows = 0
+    for entry in message.entries:
+        if entry.entryType != pb.ROWDATA:
+            continue
+        change = pb.RowChange.FromString(entry.storeValue)
+        for data in change.rowDatas:
+            for column in (*data.beforeColumns, *data.afterColumns):
+                _ = column.value
+            rows += 1
+    return rows
+
+
+def consume(kafka: PrivateKafka, topic: str, rows: int, started: float, timeout: float) -> dict[str, Any]:
+    """Read ``topic`` until ``rows`` row changes came: when the first record came (after
+    ``started``) and the rows/s from it to the last."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(kafka.client_config(**{
+        "group.id": f"bench-{topic}", "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+    }))  # fmt: skip
+    consumer.subscribe([topic])
+    seen, first, deadline = 0, None, time.monotonic() + timeout
+    try:
+        while seen < rows:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: {seen:,} of {rows:,} row changes in {timeout:g} s")
+            for record in consumer.consume(1000, 0.2):
+                if record.error():
+                    continue  # partition EOF and such
+                if first is None:
+                    first = time.monotonic()
+                seen += touch(record.value())
+        done = time.monotonic()
+    finally:
+        consumer.close()
+    if seen != rows:
+        raise RuntimeError(
+            f"{topic}: {seen:,} row changes, the file holds {rows:,} (at least once sent some twice)"
+        )
+    assert first is not None
+    return {"rows_per_s": round(rows / (done - first)), "wall_s": round(done - first, 3),
+            "startup_s": round(first - started, 3)}  # fmt: skip
+
+
+def pycanal_conf(root: Path, db: PrivateMariaDB, start: tuple[str, int], kafka: PrivateKafka, topic: str,
+                 flat: bool, transaction: bool) -> Path:  # fmt: skip
+    """A plain conf dir in kafka mode: Canal's defaults but the source, the topic and the mode."""
+    (root / "bench").mkdir(parents=True)
+    server = {
+        "canal.serverMode": "kafka", "canal.destinations": "bench", "canal.conf.dir": ".",
+        "canal.file.data.dir": f"{root}/data", "canal.auto.scan": "false", "canal.metrics.pull.port": free_port(),
+        "kafka.bootstrap.servers": kafka.bootstrap_servers, "canal.mq.flatMessage": str(flat).lower(),
+        "canal.mq.transaction": str(transaction).lower(),
+    }  # fmt: skip
+    instance = {
+        "canal.instance.master.address": f"{db.host}:{db.port}", "canal.instance.master.journal.name": start[0],
+        "canal.instance.master.position": start[1], "canal.instance.dbUsername": db.repl_user,
+        "canal.instance.dbPassword": db.repl_password, "canal.instance.filter.regex": f"{db.database}\\\\.sbtest.*",
+        "canal.mq.topic": topic,
+    }  # fmt: skip
+    (root / "canal.properties").write_text("".join(f"{k} = {v}\n" for k, v in server.items()))
+    (root / "bench" / "instance.properties").write_text("".join(f"{k} = {v}\n" for k, v in instance.items()))
+    return root
+
+
+def run(mode: str, db: PrivateMariaDB, kafka: PrivateKafka, start: tuple[str, int], rows: int, tmp: Path,
+        timeout: float) -> dict[str, Any]:  # fmt: skip
+    kind, flat, transaction = MODES[mode]
+    topic = f"bench-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
+    kafka.create_topic(topic, 1)
+    started = time.monotonic()
+    if kind == "pycanal":
+        conf = pycanal_conf(tmp / topic, db, start, kafka, topic, flat, transaction)
+        with (tmp / f"{topic}.log").open("wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "pycanal.cli", "server", "--conf", str(conf)],
+                                    stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            return consume(kafka, topic, rows, started, timeout)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    from pycanal.testing.canal import PrivateCanal
+
+    canal = PrivateCanal.for_mariadb(
+        db,
+        destinations={"bench": {"filter.regex": f"{db.database}\\.sbtest.*", "master.journal.name": start[0],
+                                "master.position": start[1], "canal.mq.topic": topic}},
+        canal_properties={"canal.serverMode": "kafka", "canal.mq.flatMessage": flat,
+                          "kafka.bootstrap.servers": kafka.bootstrap_servers},
+        quick_start=False, jvm_args=servers.CANAL_HEAP, timezone="UTC", log_level="WARN",
+    )  # fmt: skip
+    with canal:
+        return consume(kafka, topic, rows, started, timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tables", type=int, default=4)
+    ap.add_argument("--table-size", type=int, default=20_000)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--events", type=int, default=15_000, help="oltp_write_only transactions")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--skip-canal", action="store_true", help="no Canal 1.1.7 runs")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds a run may take")
+    args = ap.parse_args(argv)
+    modes = [m for m in MODES if not (args.skip_canal and MODES[m][0] == "canal")]
+    load_start = os.getloadavg()
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    with contextlib.redirect_stdout(sys.stderr), tempfile.TemporaryDirectory(prefix="pycanal-mq-") as tmp_s:
+        tmp = Path(tmp_s)
+        db = PrivateMariaDB(extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M",
+                                        "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"])  # fmt: skip
+        with db, PrivateKafka() as kafka:
+            common = [f"--tables={args.tables}", f"--table-size={args.table_size}"]
+            oltp.sysbench(db, "oltp_write_only", "prepare", *common)
+            work = oltp.run_workload(db, "oltp_write_only", args.events, args.threads, common)
+            start, rows = (work["file"].name, 4), work["rows"]
+            for round_ in range(args.repeat):
+                for mode in modes:
+                    res = run(mode, db, kafka, start, rows, tmp, args.timeout)
+                    runs[mode].append(res)
+                    log(
+                        f"round {round_ + 1}: {mode} {res['rows_per_s']:,} rows/s (start-up {res['startup_s']} s)"
+                    )
+    result: dict[str, Any] = {"rows": rows, "sysbench_rows_per_s": work["sysbench"]["rows_per_s"]}
+    for mode, rs in runs.items():
+        rates = [r["rows_per_s"] for r in rs]
+        result[mode] = {"rows_per_s_median": round(statistics.median(rates)), "rows_per_s": rates,
+                        "startup_s": [r["startup_s"] for r in rs]}  # fmt: skip
+
+    def ratio(a: str, b: str) -> float | None:
+        if a not in result or b not in result:
+            return None
+        return round(result[a]["rows_per_s_median"] / result[b]["rows_per_s_median"], 2)
+
+    flat = result["pycanal_flat"]["rows_per_s_median"]
+    result["goals"] = {
+        "flat_rows_per_s (>= 30,000)": flat,
+        "protobuf_vs_flat (>= 1.3)": ratio("pycanal_protobuf", "pycanal_flat"),
+        "transactional_vs_at_least_once, flat (>= 0.8)": ratio("pycanal_flat_transactional", "pycanal_flat"),
+        "transactional_vs_at_least_once, protobuf (>= 0.8)": ratio(
+            "pycanal_protobuf_transactional", "pycanal_protobuf"
+        ),
+        "pycanal_vs_canal, flat": ratio("pycanal_flat", "canal_flat"),
+        "pycanal_vs_canal, protobuf": ratio("pycanal_protobuf", "canal_protobuf"),
+    }
+    result["settings"] = (
+        "plain conf dirs: Canal's canal.mq.* and kafka.* defaults (canalBatchSize 50, acks=all, one "
+        "partition); Canal 1.1.7 with startup.sh's G1 and heap " + " ".join(servers.CANAL_HEAP)
+    )
+    result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                         "load_avg_at_start": [round(x, 2) for x in load_start]}  # fmt: skip
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
