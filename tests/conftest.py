@@ -91,6 +91,16 @@ def kafka() -> Iterator[Any]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def rabbitmq() -> Iterator[Any]:
+    """A private RabbitMQ node (Debian's rabbitmq-server, free loopback ports, its own epmd) for the
+    whole session, user ``pycanal``/``pycanal``. Shared by all tests: use unique queue names."""
+    from pycanal.testing.rabbitmq import PrivateRabbitMQ
+
+    with PrivateRabbitMQ() as server:
+        yield server
+
+
 @pytest.fixture
 def kafka_factory() -> Iterator[Callable[..., Any]]:
     """Start extra private Kafka brokers with their own options, stopped when the test ends:
