@@ -189,6 +189,60 @@ def test_queue_holds_exactly_the_built_messages(
         assert any(e.header.eventType == pb.ALTER for e in other)
 
 
+def test_dynamic_topics_are_routing_keys_of_the_default_exchange(
+    mariadb: PrivateMariaDB, rabbitmq: PrivateRabbitMQ, tmp_path: Path
+) -> None:
+    """No ``rabbitmq.exchange``: AMQP's default exchange, each dynamic topic (``db.table`` with
+    ``.`` -> ``_``) a queue's name."""
+    sfx = _suffix()
+    work = Workload(mariadb, sfx, seed=31)
+    start = mariadb.current_binlog()
+    work.create()
+    default = f"mqr-dyn-{sfx}"
+    queues = {name: f"pycanal_{work.table(name)}" for name in ("a", "b")}
+    for queue in (default, *queues.values()):
+        rabbitmq.declare_queue(queue)
+    keys = {k: v for k, v in _rabbit_keys(rabbitmq, default).items() if not k.startswith("rabbitmq.")}
+    keys |= {"rabbitmq.host": rabbitmq.url}  # user and password from the URI
+    conf = write_conf(
+        tmp_path / "conf",
+        mariadb,
+        start,
+        bootstrap="unused:9092",
+        tables=work.regex,
+        canal=keys,
+        instance={"canal.mq.topic": default, "canal.mq.dynamicTopic": "pycanal\\\\..*"},
+    )
+    deployer = Deployer(conf)
+    cfg = deployer.config
+    settings = rabbitmq_config(cfg)
+    assert settings.exchange == "" and settings.username == rabbitmq.user
+    starter = MQStarter(
+        deployer.server,
+        {},
+        mq_options(cfg),
+        lambda _d: RabbitMQSender(settings),
+        builder=build_rabbitmq_records,
+    )
+    deployer.attach_mq(starter)
+    deployer.start()
+    try:
+        work.round(0)
+        want = dict(work.rows)
+        wait_for(
+            "every row change in its table's queue",
+            lambda: all(len(flat_rows(_read(rabbitmq, q))[0]) >= want[n] for n, q in queues.items()),
+        )
+        stats = starter.stats()["shop"]
+    finally:
+        deployer.stop()
+    assert stats.failures == 0, stats.last_error
+    for name, queue in queues.items():
+        rows, _ = flat_rows(_read(rabbitmq, queue))
+        assert {r.table for r in rows} == {work.table(name)} and len(rows) == want[name]
+        assert {m.routing_key for m in rabbitmq.messages(queue)} == {queue}
+
+
 # ---------------------------------------------------------------------------------- the CLI
 def _writer(work: Workload, event: threading.Event, rounds_after: int) -> threading.Thread:
     """Rounds until ``rounds_after`` rounds after ``event`` (at most 400): the event falls

@@ -48,6 +48,7 @@ class RabbitMQSender:
         self.settings = settings
         self.confirm_timeout = confirm_timeout
         self._conn: Any = None
+        self._loop: Any = None  # the connection's I/O loop, kept while close() waits
         self._channel: Any = None
         self._ready = False
         self._error: str | None = None
@@ -136,6 +137,7 @@ class RabbitMQSender:
             on_open_error_callback=self._on_open_error,
             on_close_callback=self._on_close,
         )
+        self._loop = self._conn.ioloop
         self._run_until(lambda: self._ready, topic, "opened a confirming channel")
 
     def _on_open(self, conn: Any) -> None:
@@ -189,9 +191,11 @@ class RabbitMQSender:
         )
 
     def _on_confirm(self, frame: Any) -> None:
+        from pika.spec import Basic
+
         method = frame.method
         tag = method.delivery_tag
-        if type(method).__name__ == "Nack":
+        if isinstance(method, Basic.Nack):
             self._fail(f"the broker nacked message {tag} (rejected, e.g. a queue's length limit)")
             return
         if method.multiple:
@@ -258,8 +262,8 @@ class RabbitMQSender:
         loop.remove_timeout(timer)
 
     def _stop_loop(self) -> None:
-        if self._conn is not None:
-            self._conn.ioloop.stop()
+        if self._loop is not None:
+            self._loop.stop()
 
     def _drop(self) -> None:
         """Forget the connection after a failure (closing it, so no late confirm counts)."""
