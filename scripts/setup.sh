@@ -5,7 +5,9 @@
 #      We never use the Debian package's own system service: the tests and the demo start a
 #      private server (pycanal.testing.PrivateMariaDB) with its own datadir, socket and port.
 #      The system service is stopped/disabled after we install it so it does not linger.
-#   2. .venv with the machine's python3 (>= 3.11) and `pip install -e '.[dev]'`, re-run only
+#   2. RabbitMQ (Debian's rabbitmq-server) for canal.serverMode = rabbitMQ: the tests start a private
+#      node (pycanal.testing.rabbitmq.PrivateRabbitMQ); the package's system service is stopped/disabled.
+#   3. .venv with the machine's python3 (>= 3.11) and `pip install -e '.[dev]'`, re-run only
 #      when pyproject.toml changed (its sha256 is stored in .venv/.pycanal-setup-stamp).
 #
 # Works on a fresh Debian 12 machine as root (or as a user with password-less sudo).
@@ -85,6 +87,20 @@ if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null 2>&1; 
     [ -f /usr/share/java/zookeeper.jar ] || die "/usr/share/java/zookeeper.jar still missing after installing zookeeper"
 fi
 log "zookeeper: $(dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo installed)"
+
+# RabbitMQ (Debian package) for canal.serverMode = rabbitMQ: the tests start a private node as the current user
+# (pycanal.testing.rabbitmq.PrivateRabbitMQ, from /usr/lib/rabbitmq/bin); the package's own service is not used.
+if [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
+    apt_install rabbitmq-server
+    # The postinst starts the system node (port 5672, epmd on 4369): nobody needs it running.
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        as_root systemctl disable --now rabbitmq-server.service >/dev/null 2>&1 || true
+    elif [ -x /etc/init.d/rabbitmq-server ]; then
+        as_root /etc/init.d/rabbitmq-server stop >/dev/null 2>&1 || true
+    fi
+    [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || die "rabbitmq-server still missing after installing it"
+fi
+log "rabbitmq: $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo installed)"
 
 # sysbench (Debian package) writes the OLTP workloads of bench/oltp.py; only the benchmarks use it.
 if ! have sysbench; then

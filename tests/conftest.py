@@ -21,6 +21,7 @@ _SLOW_FIRST = [
     "test_spark_snapshot_e2e.py", "test_spark_pipeline_e2e.py", "test_spark_kafka.py", "test_mq_kafka_canal.py",
     "test_spark_restart_backlog.py", "test_spark_delta.py", "test_mq_kafka.py", "test_cli.py",
     "test_spark_apply.py", "test_mq_kafka_transaction.py", "test_canal_reference.py", "test_kafka_fixture.py",
+    "test_mq_rabbitmq.py",
     "test_event_parser.py",
 ]  # fmt: skip
 
@@ -88,6 +89,16 @@ def kafka() -> Iterator[Any]:
     from pycanal.testing.kafka import PrivateKafka
 
     with PrivateKafka() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def rabbitmq() -> Iterator[Any]:
+    """A private RabbitMQ node (Debian's rabbitmq-server, free loopback ports, its own epmd) for the
+    whole session, user ``pycanal``/``pycanal``. Shared by all tests: use unique queue names."""
+    from pycanal.testing.rabbitmq import PrivateRabbitMQ
+
+    with PrivateRabbitMQ() as server:
         yield server
 
 

@@ -4,7 +4,7 @@
   destinations of a conf dir built into instances of an embedded server, deployed through
   ZooKeeper HA when ``canal.zkServers`` is set, redeployed on conf changes (auto-scan);
 * :class:`CanalLauncher` (:mod:`pycanal.deployer.launcher`): the deployer plus Canal's TCP protocol
-  (or, with ``canal.serverMode = kafka``, the MQ workers of :mod:`pycanal.mq.starter`, settings from
+  (or, with ``canal.serverMode = kafka`` or ``rabbitMQ``, the MQ workers of :mod:`pycanal.mq.starter`, settings from
   :mod:`pycanal.deployer.mq`) and the metrics endpoint, until SIGTERM.
 
 It sits above everything it assembles (server, ha, instance, parse, meta, config).

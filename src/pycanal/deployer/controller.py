@@ -20,9 +20,9 @@ turned into a running :class:`CanalServerWithEmbedded` (Canal's ``CanalControlle
   ``canal.auto.scan.interval`` seconds; ``add`` → build and add the instance, ``remove`` → stop and
   remove it, ``reload`` → stop it and add one built from the new ``instance.properties`` (what was
   not acknowledged is parsed again from the cursors). :meth:`Deployer.scan_once` runs one scan now.
-* With :meth:`Deployer.attach_mq` (``canal.serverMode = kafka``) every deployed destination also
-  gets an MQ worker (:mod:`pycanal.mq.starter`), as Canal's controller starts and stops its
-  ``CanalMQStarter`` destinations.
+* With :meth:`Deployer.attach_mq` (``canal.serverMode = kafka`` or ``rabbitMQ``) every deployed
+  destination also gets an MQ worker (:mod:`pycanal.mq.starter`), as Canal's controller starts and
+  stops its ``CanalMQStarter`` destinations.
 * With :meth:`Deployer.attach_ha` (``pycanal server`` does it when ``canal.zkServers`` is set) the
   destinations are deployed through :class:`pycanal.ha.ServerHA` instead: fenced meta managers,
   started only on the server holding the destination's running node.

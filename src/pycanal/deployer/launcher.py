@@ -3,9 +3,10 @@
 Canal's ``CanalLauncher`` + ``CanalController``: the :class:`Deployer` builds the embedded server
 and its instances (with auto-scan), :class:`CanalTcpServer` serves Canal's protocol on
 ``canal.ip:canal.port`` (``canal.user``/``canal.passwd``), and ``canal.metrics.pull.port`` serves
-the Prometheus metrics. With ``canal.serverMode = kafka`` there is no TCP server (Canal sets
-``canal.withoutNetty``): every destination is sent to Kafka by the MQ starter
-(:mod:`pycanal.mq.starter`, :mod:`pycanal.mq.producer`); the other MQ modes are not built. With
+the Prometheus metrics. With ``canal.serverMode = kafka`` or ``rabbitMQ`` there is no TCP server
+(Canal sets ``canal.withoutNetty``): every destination is sent to the broker by the MQ starter
+(:mod:`pycanal.mq.starter`, :mod:`pycanal.mq.producer`, :mod:`pycanal.mq.rabbitmq`); the other MQ
+modes (rocketMQ, pulsarMQ) are not built. With
 ``canal.zkServers`` the destinations run under ZooKeeper HA (:mod:`pycanal.ha`): this server
 registers as ``canal.register.ip`` (else ``canal.ip``, else the host's IP) and ``canal.port``,
 and serves a destination only while it holds the destination's running node.
@@ -26,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pycanal.deployer.controller import Deployer
-from pycanal.deployer.mq import MQ_MODES, kafka_config, mq_destination, mq_options
+from pycanal.deployer.mq import MQ_MODES, kafka_config, mq_destination, mq_options, rabbitmq_config
 from pycanal.server.metrics import serve_metrics
 from pycanal.server.tcp import CanalTcpServer
 
@@ -98,10 +99,28 @@ class CanalLauncher:
         ha.start()
 
     def _attach_mq(self) -> None:
-        """The Kafka MQ starter; the producer settings are checked now (a bad ``kafka.*`` key stops
-        the start), the broker is first asked when a destination sends."""
-        from pycanal.mq.producer import KafkaSender, ProducerConfigError, TransactionalKafkaSender
+        """The MQ starter; the producer settings are checked now (a bad ``kafka.*`` or
+        ``rabbitmq.*`` key stops the start), the broker is first asked when a destination sends."""
         from pycanal.mq.starter import MQStarter
+
+        cfg = self.config
+        builder, sender, where = self._rabbitmq_sender() if self.mode == "rabbitMQ" else self._kafka_sender()
+        for destination in cfg.destinations:  # every destination's canal.mq.* keys, before any starts
+            mq_destination(cfg.instance(destination))
+        self.mq = MQStarter(
+            self.deployer.server,
+            {},
+            mq_options(cfg),
+            sender,
+            batch_size=cfg["canal.mq.canalBatchSize"],
+            get_timeout_ms=cfg["canal.mq.canalGetTimeout"],
+            **({"builder": builder} if builder is not None else {}),
+        )
+        self.deployer.attach_mq(self.mq)
+        log.info("event=mq-producer mode=%s %s", self.mode, where)
+
+    def _kafka_sender(self) -> tuple[Any, Any, str]:
+        from pycanal.mq.producer import KafkaSender, ProducerConfigError, TransactionalKafkaSender
 
         cfg = self.config
         transactional = bool(cfg["canal.mq.transaction"])
@@ -116,23 +135,28 @@ class CanalLauncher:
             sender("check").close(0)
         except ProducerConfigError as exc:
             raise LauncherError(str(exc)) from None
-        for destination in cfg.destinations:  # every destination's canal.mq.* keys, before any starts
-            mq_destination(cfg.instance(destination))
-        self.mq = MQStarter(
-            self.deployer.server,
-            {},
-            mq_options(cfg),
-            sender,
-            batch_size=cfg["canal.mq.canalBatchSize"],
-            get_timeout_ms=cfg["canal.mq.canalGetTimeout"],
+        where = f"bootstrap={config.get('bootstrap.servers')} transactional={str(transactional).lower()}"
+        return None, sender, where
+
+    def _rabbitmq_sender(self) -> tuple[Any, Any, str]:
+        from pycanal.mq.rabbitmq import RabbitMQSender
+        from pycanal.mq.records import build_rabbitmq_records
+        from pycanal.mq.settings import RabbitMQSettingsError
+
+        cfg = self.config
+        if cfg["canal.mq.transaction"]:
+            raise LauncherError("canal.mq.transaction = true: Kafka transactions; not in rabbitMQ mode")
+        try:
+            settings = rabbitmq_config(cfg)
+        except RabbitMQSettingsError as exc:
+            raise LauncherError(str(exc)) from None
+        # pika logs each failed connection with its stack; the worker's one line says it.
+        logging.getLogger("pika").setLevel(logging.CRITICAL)
+        where = (
+            f"host={settings.address} vhost={settings.virtual_host} "
+            f"exchange={settings.exchange or '(default)'} queue={settings.queue or '-'}"
         )
-        self.deployer.attach_mq(self.mq)
-        log.info(
-            "event=mq-producer mode=%s bootstrap=%s transactional=%s",
-            self.mode,
-            config.get("bootstrap.servers"),
-            str(transactional).lower(),
-        )
+        return build_rabbitmq_records, lambda _destination: RabbitMQSender(settings), where
 
     def start(self) -> CanalLauncher:
         cfg = self.config

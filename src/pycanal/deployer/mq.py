@@ -11,6 +11,8 @@ the instance's ``CanalMQConfig``), and the MQ starter of a deployed server.
   <= 1.1.4 ``canal.mq.*`` names), where canal.properties, overrides or the environment set them;
   ``kafka.transactional.id`` only with ``canal.mq.transaction = true`` (it is the prefix of each
   destination's transactional id, :func:`pycanal.mq.producer.transactional_config`).
+* :func:`rabbitmq_config`: ``canal.serverMode = rabbitMQ``'s ``rabbitmq.*`` keys (and
+  ``canal.mq.servers``).
 """
 
 from __future__ import annotations
@@ -20,11 +22,19 @@ from typing import Any
 from pycanal.config import CanalConfig, ConfigError, InstanceConfig
 from pycanal.mq.producer import CANAL_KAFKA_DEFAULTS, ProducerConfigError, producer_config
 from pycanal.mq.rules import match_topic, parse_partition_hash, topic_partitions
-from pycanal.mq.settings import LEGACY_KAFKA_KEYS, MQDestination, MQOptions, kafka_properties
+from pycanal.mq.settings import (
+    LEGACY_KAFKA_KEYS,
+    RABBITMQ_KEYS,
+    MQDestination,
+    MQOptions,
+    RabbitMQSettings,
+    kafka_properties,
+    rabbitmq_settings,
+)
 
-__all__ = ["MQ_MODES", "kafka_config", "mq_destination", "mq_options"]
+__all__ = ["MQ_MODES", "kafka_config", "mq_destination", "mq_options", "rabbitmq_config"]
 
-MQ_MODES = ("kafka",)
+MQ_MODES = ("kafka", "rabbitMQ")
 """The ``canal.serverMode`` values pycanal serves besides ``tcp``."""
 
 _FILTER_KEY = "canal.instance.filter.transaction.entry"
@@ -38,13 +48,15 @@ def mq_filter_transaction_entry(cfg: CanalConfig) -> bool:
 
 
 def mq_options(cfg: CanalConfig) -> MQOptions:
-    """The options; ``max_request_size`` is what the producer gets as ``message.max.bytes``
-    (``kafka.max.request.size``), so that no record is built larger than it refuses."""
+    """The options; in Kafka mode ``max_request_size`` is what the producer gets as
+    ``message.max.bytes`` (``kafka.max.request.size``), so that no record is built larger than it
+    refuses."""
+    kafka = cfg["canal.serverMode"] == "kafka"
     return MQOptions(
         flat_message=bool(cfg["canal.mq.flatMessage"]),
         database_hash=bool(cfg["canal.mq.database.hash"]),
         filter_transaction_entry=mq_filter_transaction_entry(cfg),
-        max_request_size=int(kafka_config(cfg)["message.max.bytes"]),
+        max_request_size=int(kafka_config(cfg)["message.max.bytes"]) if kafka else None,
     )
 
 
@@ -97,3 +109,12 @@ def kafka_config(cfg: CanalConfig) -> dict[str, str]:
             "transactional producer needs both (the id is each destination's prefix)"
         )
     return config
+
+
+def rabbitmq_config(cfg: CanalConfig) -> RabbitMQSettings:
+    """The RabbitMQ producer's settings (see :func:`pycanal.mq.settings.rabbitmq_settings`); a bad
+    value is a :class:`~pycanal.mq.settings.RabbitMQSettingsError` naming the key."""
+    values = {
+        key: raw for key in (*RABBITMQ_KEYS, "canal.mq.servers") if (raw := cfg.server.raw(key)) is not None
+    }
+    return rabbitmq_settings(values)

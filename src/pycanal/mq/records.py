@@ -17,7 +17,7 @@ and value bytes, in send order. No I/O: the producer edge sends what this return
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
@@ -28,7 +28,7 @@ from .rules import dynamic_topic_names, match_topic, topic_partitions
 from .settings import MQDestination, MQOptions
 from .split import part_headers, split_flat, split_packet, value_limit
 
-__all__ = ["Record", "build_records", "route_topics", "routes_to"]
+__all__ = ["Record", "build_rabbitmq_records", "build_records", "route_topics", "routes_to"]
 
 _TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
 
@@ -110,6 +110,28 @@ def build_records(
         name = topic.replace(".", "_")
         records += _topic_records(name, batch_id, routed, False, destination, options, ts)
     return records
+
+
+def build_rabbitmq_records(
+    batch_id: int,
+    entries: Sequence[bytes | pb.Entry],
+    raw: bool,
+    destination: MQDestination,
+    options: MQOptions,
+    ts: int,
+) -> list[Record]:
+    """The messages of one batch as ``CanalRabbitMQProducer.send`` lays them out: topics (the
+    routing keys) as in Kafka mode, but no partitions (Canal's RabbitMQ producer ignores the
+    partition keys), so one message per entry (flat) or one ``Packet`` per topic (protobuf), and
+    no splitting (``max_request_size`` is Kafka's)."""
+    unpartitioned = replace(
+        destination,
+        partition=None,
+        partitions_num=None,
+        partition_hash=None,
+        dynamic_topic_partition_num=None,
+    )
+    return build_records(batch_id, entries, raw, unpartitioned, replace(options, max_request_size=None), ts)
 
 
 def _topic_records(

@@ -244,13 +244,21 @@ class PrivateServer(abc.ABC):
             terminate([self.process], self.stop_grace)
 
     def _launch(
-        self, command: Sequence[str], output: Path, *, cwd: Path | None = None, append: bool = False
+        self,
+        command: Sequence[str],
+        output: Path,
+        *,
+        cwd: Path | None = None,
+        append: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
-        """Start the server process, its output in ``output``; its start-up deadline counts from now."""
+        """Start the server process (``env``: its whole environment, default ours), its output in
+        ``output``; its start-up deadline counts from now."""
         self.process = spawn(
             command,
             output,
             cwd=cwd,
+            env=env,
             append=append,
             death_signal=self.death_signal if self.die_with_parent else None,
         )
