@@ -156,7 +156,11 @@ class CanalLauncher:
             f"host={settings.address} vhost={settings.virtual_host} "
             f"exchange={settings.exchange or '(default)'} queue={settings.queue or '-'}"
         )
-        return build_rabbitmq_records, lambda _destination: RabbitMQSender(settings), where
+        return (
+            build_rabbitmq_records,
+            lambda destination: RabbitMQSender(settings, destination=destination),
+            where,
+        )
 
     def start(self) -> CanalLauncher:
         cfg = self.config

@@ -41,11 +41,14 @@ class RabbitMQSender:
 
     Parameters:
         settings: the ``rabbitmq.*`` keys (:func:`~pycanal.mq.settings.rabbitmq_settings`).
+        destination: the destination it sends for (named in its log lines).
         confirm_timeout: seconds to wait for a connection, or for every confirm of a batch.
     """
 
-    def __init__(self, settings: RabbitMQSettings, *, confirm_timeout: float = 60.0) -> None:
-        self.settings = settings
+    def __init__(
+        self, settings: RabbitMQSettings, *, destination: str = "", confirm_timeout: float = 60.0
+    ) -> None:
+        self.settings, self.destination = settings, destination
         self.confirm_timeout = confirm_timeout
         self._conn: Any = None
         self._loop: Any = None  # the connection's I/O loop, kept while close() waits
@@ -110,7 +113,9 @@ class RabbitMQSender:
             if self._ready and conn.is_open and self._channel is not None and self._channel.is_open:
                 return
             self._drop()
-            log.info("event=rabbitmq-reconnect address=%s", self.settings.address)
+            log.info(
+                "event=rabbitmq-reconnect destination=%s address=%s", self.destination, self.settings.address
+            )
         self._connect(topic)
 
     def _connect(self, topic: str) -> None:
