@@ -133,6 +133,13 @@ class MarkTracker:
         self.last = mark
         self._seq = max(self._seq, mark.seq)
 
+    def save(self) -> tuple[BatchMark | None, int]:
+        """The marks as they are, for :meth:`restore` after batches that were not acked after all."""
+        return self.last, self._seq
+
+    def restore(self, saved: tuple[BatchMark | None, int]) -> None:
+        self.last, self._seq = saved
+
     def _skip(self, entries: Sequence[bytes | pb.Entry]) -> Sequence[bytes | pb.Entry]:
         committed = self.committed
         assert committed is not None
