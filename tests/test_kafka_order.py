@@ -248,3 +248,14 @@ def test_a_record_of_another_partition_needs_the_header() -> None:
     with pytest.raises(RowsError, match=f"topic 't' partition 1: a record without the {ORDER_HEADER} header"):
         list(_decode([(0, record)]).to_pylist())
     assert _decode([(0, Record("t", 0, flat))]).num_rows == 0
+
+
+@pytest.mark.parametrize("flat", [True, False], ids=["flat", "protobuf"])
+def test_a_record_sent_again_right_after_itself_is_dropped(flat: bool) -> None:
+    """A failed send resends a batch at once: in one task the copy follows its original, and still
+    numbers its rows as the original did (the header's position, the entry's row indexes)."""
+    by = _partitions(_records(flat))
+    once = [(o, r) for p in by for o, r in enumerate(p)]
+    twice = [(o, r) for p in by for o, r in enumerate(p for r in p for p in (r, r))]
+    state = KafkaOrder("/nonexistent").load(0)
+    assert order_rows(_decode(twice), state)[0].equals(order_rows(_decode(once), state)[0])

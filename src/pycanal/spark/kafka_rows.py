@@ -94,6 +94,7 @@ class KafkaRows(RowSource[Record]):
         seconds = (msg.es or 0) // 1000
         if order is not None and order.file is not None and order.offset is not None:
             file, offset = order.file, order.offset  # the entry's binlog position
+            self._b.start_at(file, offset)
         if msg.type in _ROW_OPS and not msg.is_ddl:
             if msg.data:
                 run = self._rows(file, offset, seconds, msg)
