@@ -289,7 +289,7 @@ def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
         assert "applied up to batch" in log.read_text()
         for name in ("c", "d"):  # the rows did spread: every partition has more than the 3 DDL copies
             per = Counter(r.partition for r in kafka.records(f"sk-{name}-{sfx}"))
-            assert sorted(per) == list(range(6)) and min(per.values()) > 10, per
+            assert sorted(per) == list(range(6)) and min(per.values()) > 3, per
     finally:
         if writer is not None:
             writer.join()
