@@ -2,16 +2,20 @@
 
 * The producer: ``canal.mq.partitionOrder`` off sends Canal's records (no headers, DDL on partition 0
   alone); on, every partition gets the DDL at its place and each record the ``pycanal.order`` header.
-* The reader: the records of 3 partitions cut into micro-batches at every combination of places
-  (one partition past an ALTER while another is still before it), decoded as the executors decode
-  them and ordered by ``kafka_order``: each change once, no row applied before a DDL it follows or
-  after a DDL it precedes, and the lake equal to the source's last state; a replayed micro-batch
-  gives the same rows; resent records dropped per partition.
+* The producer also sends a key update to its old key's partition, marked in both.
+* The reader: the records of 3 partitions cut into two micro-batches at every combination of
+  places (one partition past an ALTER or a key update while another is still before it), decoded
+  as the executors decode them and ordered by ``kafka_order``: each change once, no row applied
+  before a DDL it follows or after a DDL it precedes, each key's changes in order (replayed
+  strictly), and the lake equal to the source's last state; a replayed micro-batch gives the same
+  rows; resent records dropped per partition, also right after their original.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,7 +23,7 @@ import pytest
 
 from mq_support import col, query_entry, rows_entry
 from pycanal.mq import MQDestination, MQOptions, build_records
-from pycanal.mq.order import ORDER_HEADER, read_order
+from pycanal.mq.order import ORDER_HEADER, is_moved, read_order
 from pycanal.mq.records import Record
 from pycanal.mq.split import row_prop
 from pycanal.protocol import CanalProtocol_pb2 as cp
@@ -66,9 +70,13 @@ def _source() -> tuple[list[pb.Entry], dict[int, dict[str, int | None]]]:
     )
     updates = [(image(i, i * 10 if i < 7 else i, None, 2), image(i, 0, -i, 2)) for i in range(1, 13)]
     entries.append(_at(rows_entry("d", "t", pb.UPDATE, updates), 600))
+    moves = [(image(i, 0, -i, 2), [_id(i + 100, updated=True), *image(i, 0, -i, 2)[1:]]) for i in (4, 6)]
+    entries.append(_at(rows_entry("d", "t", pb.UPDATE, moves), 650))  # key updates: rows change partition
     entries.append(_at(rows_entry("d", "t", pb.DELETE, [(image(i, 0, -i, 2), []) for i in (2, 5, 11)]), 700))
-    state = {i: {"id": i, "v": 0, "w": -i} for i in range(1, 13) if i not in (2, 5, 11)}
+    entries.append(_at(rows_entry("d", "t", pb.UPDATE, [(image(104, 0, -4, 2), image(104, 1, -4, 2))]), 800))
+    state = {i: {"id": i, "v": 0, "w": -i} for i in range(1, 13) if i not in (2, 4, 5, 6, 11)}
     state |= {i: {"id": i, "v": i, "w": i} for i in range(13, 19)}
+    state |= {104: {"id": 104, "v": 1, "w": -4}, 106: {"id": 106, "v": 0, "w": -6}}
     return entries, state
 
 
@@ -96,13 +104,17 @@ def _is_ddl(value: bytes | None, flat: bool) -> bool:
     return any(pb.RowChange.FromString(pb.Entry.FromString(e).storeValue).isDdl for e in body.messages)
 
 
+def _entries(value: bytes | None) -> list[pb.Entry]:
+    body = cp.Messages.FromString(cp.Packet.FromString(value or b"").body)
+    return [pb.Entry.FromString(e) for e in body.messages]
+
+
 @pytest.mark.parametrize("flat", [True, False], ids=["flat", "protobuf"])
 def test_canal_bytes_by_default_copies_and_headers_with_partition_order(flat: bool) -> None:
     canal = _records(flat, order=False)
     assert all(not r.headers for r in canal)
     assert [r.partition for r in canal if _is_ddl(r.value, flat)] == [0, 0]
     ordered = _records(flat)
-    assert [r.value for r in ordered if not _is_ddl(r.value, flat)] != []
     for partition, records in enumerate(_partitions(ordered)):
         ddl = [i for i, r in enumerate(records) if _is_ddl(r.value, flat)]
         assert len(ddl) == 2 and ddl[0] == 0, partition  # CREATE first, then the ALTER at its place
@@ -110,22 +122,25 @@ def test_canal_bytes_by_default_copies_and_headers_with_partition_order(flat: bo
             order = read_order(r.headers)
             assert order is not None and order.partitions == PARTITIONS
             assert (order.file is not None) == flat
-    if flat:  # the same messages as Canal's, at the same partitions, DDL copied
-        assert [(r.partition, r.value) for r in ordered if not _is_ddl(r.value, flat)] == [
-            (r.partition, r.value) for r in canal if not _is_ddl(r.value, flat)
-        ]
-        rows = sorted(
-            i for r in ordered for i in (read_order(r.headers).rows or ()) if r.value and b"[{" in r.value
+    # the key updates of 4 (partition 2 -> 1) and 6 (1 -> 0) also go to their old key's partition
+    if flat:
+        moved = sorted(
+            (r.partition, read_order(r.headers).moved) for r in ordered if read_order(r.headers).moved
         )
-        assert rows  # subsets of an entry's rows name their indexes
+        assert moved == [(0, (1,)), (1, (0, 1)), (2, (0,))]
+        rows = [read_order(r.headers).rows for r in ordered if b'"type":"UPDATE"' in (r.value or b"")]
+        assert all(rows)  # subsets of an entry's rows name their indexes
+        same = [(r.partition, r.value) for r in ordered if not _is_ddl(r.value, flat) and b"[{" in r.value]
+        assert len(same) > len([r for r in canal if not _is_ddl(r.value, flat)])  # Canal's and the copies
     else:  # each one-row entry names its row's index in the whole entry
-        props = [
-            row_prop(pb.Entry.FromString(e).header)
-            for r in ordered
-            for e in cp.Messages.FromString(cp.Packet.FromString(r.value).body).messages
-            if not pb.RowChange.FromString(pb.Entry.FromString(e).storeValue).isDdl
-        ]
-        assert sorted(props) == sorted([*range(12), *range(6), *range(6), *range(12), *range(3)])
+        entries = [(r.partition, e) for r in ordered for e in _entries(r.value)]
+        rows = [(p, e) for p, e in entries if not pb.RowChange.FromString(e.storeValue).isDdl]
+        props = sorted(row_prop(e.header) for _, e in rows)
+        assert props == sorted([*range(12), *range(6), *range(6), *range(12), 0, 1, 0, 1, *range(3), 0])
+        moved = sorted(
+            (p, e.header.logfileOffset, row_prop(e.header)) for p, e in rows if is_moved(e.header.props)
+        )
+        assert moved == [(0, 650, 1), (1, 650, 0), (1, 650, 1), (2, 650, 0)]
 
 
 def _decode(records: list[tuple[int, Record]]) -> pa.Table:
@@ -151,15 +166,32 @@ def _decode(records: list[tuple[int, Record]]) -> pa.Table:
     return pa.Table.from_batches(out, KAFKA_ROW_SCHEMA)
 
 
-def _applied_in_order(batches: list[pa.Table]) -> list[tuple[str, int, int, str | None]]:
-    """Every applied row (op, offset, row, pk), in apply order (a batch sorted by position)."""
+def _applied_in_order(batches: list[pa.Table]) -> list[tuple[str, int, int, str | None, str | None]]:
+    """Every applied row (op, offset, row, before, after), in apply order (a batch sorted by
+    position, as ``apply_changes`` sorts it)."""
     seq = []
     for table in batches:
         position = table["position"].combine_chunks()
         rows = zip(table["op"].to_pylist(), position.field("offset").to_pylist(),
-                   position.field("row").to_pylist(), table["pk"].to_pylist(), strict=True)  # fmt: skip
+                   position.field("row").to_pylist(), table["before"].to_pylist(), table["after"].to_pylist(),
+                   strict=True)  # fmt: skip
         seq += sorted(rows, key=lambda r: (r[1], r[2]))
     return seq
+
+
+def _replay(seq: list[tuple[str, int, int, str | None, str | None]]) -> dict[int, dict[str, object]]:
+    """The table after the row changes in ``seq``, each strictly on the row it changes: an UPDATE
+    of the old key applied after the key moved, or a row of a key before its INSERT, fails."""
+    state: dict[int, dict[str, object]] = {}
+    for op, off, _, before, after in seq:
+        if op in ("UPDATE", "DELETE"):
+            old = json.loads(before or "{}")
+            assert state.pop(old["id"], None) is not None, f"{op} at {off} of a row not there: {old}"
+        if op in ("INSERT", "UPDATE"):
+            new = json.loads(after or "{}")
+            assert new["id"] not in state, f"{op} at {off} of a row there already: {new}"
+            state[new["id"]] = {"w": None, **new}
+    return state
 
 
 def _cuts(records: list[list[Record]]) -> list[tuple[int, ...]]:
@@ -168,27 +200,33 @@ def _cuts(records: list[list[Record]]) -> list[tuple[int, ...]]:
 
 
 @pytest.mark.parametrize("flat", [True, False], ids=["flat", "protobuf"])
-def test_partitions_cut_anywhere_apply_in_binlog_order(flat: bool, tmp_path: Path) -> None:
+def test_partitions_cut_anywhere_apply_in_binlog_order(flat: bool) -> None:
     by = _partitions(_records(flat))
     cuts = _cuts(by)
-    assert len(cuts) > 100
-    for n, cut in enumerate(cuts[:: max(1, len(cuts) // 40)] + [tuple(len(p) for p in by[:1]) + (0,) * 2]):
-        first = [(o, r) for p, c in zip(by, cut, strict=True) for o, r in enumerate(p[:c])]
-        second = [(o, r) for p, c in zip(by, cut, strict=True) for o, r in enumerate(p[c:], c)]
-        state = KafkaOrder(tmp_path / f"none-{n}").load(0)
+    assert len(cuts) == 9**3  # every partition cut before, between or after its 8 records
+
+    @functools.cache
+    def decoded(partition: int, start: int, end: int) -> pa.Table:  # a task's rows, decoded once
+        return _decode(list(enumerate(by[partition], 0))[start:end])
+
+    for cut in cuts:
+        first = pa.concat_tables([decoded(p, 0, c) for p, c in enumerate(cut)])
+        second = pa.concat_tables([decoded(p, c, len(by[p])) for p, c in enumerate(cut)])
+        state = KafkaOrder("/nonexistent").load(0)
         applied = []
-        for records in (first, second):
-            rows, state = order_rows(_decode(records), state)
+        for rows in (first, second):
+            rows, state = order_rows(rows, state)
             applied.append(rows)
         assert state[0].num_rows == 0, cut  # nothing held once every partition is read
         seq = _applied_in_order(applied)
-        ddl = [(off, i) for i, (op, off, _, _) in enumerate(seq) if op == "DDL"]
+        ddl = [(off, i) for i, (op, off, *_) in enumerate(seq) if op == "DDL"]
         assert [off for off, _ in ddl] == [100, 400], cut  # each DDL once
-        for i, (op, off, _, _) in enumerate(seq):
+        for i, (op, off, *_) in enumerate(seq):
             for ddl_off, at in ddl:  # a row after its DDL in the binlog comes after it, and before
                 assert (off > ddl_off) == (i > at) or op == "DDL", (cut, seq[i])
-        changes = [(off, row) for op, off, row, _ in seq if op != "DDL"]
-        assert len(changes) == len(set(changes)) == 12 + 6 + 6 + 12 + 3, cut
+        changes = [(off, row) for op, off, row, *_ in seq if op != "DDL"]
+        assert len(changes) == len(set(changes)) == 12 + 6 + 6 + 12 + 2 + 3 + 1, cut
+        assert _replay(seq) == {k: v for k, v in _source()[1].items()}, cut
 
 
 def test_a_row_after_a_pending_ddl_is_held_until_every_partition_has_it() -> None:
@@ -239,7 +277,8 @@ def test_the_lake_equals_the_source_with_resends_and_a_replay(flat: bool, tmp_pa
 
     lake = {r["id"]: r for r in read_table(table_path(tmp_path, "d", "t")).to_pylist()}
     assert lake == _source()[1]
-    assert sorted(p.name for p in (tmp_path / "_pycanal" / "kafka-order").iterdir()) == ["1.json", "2.json"]
+    saved = sorted(p.name for p in (tmp_path / "_pycanal" / "kafka-order").iterdir())
+    assert saved == ["1.arrow", "1.json", "2.json"]  # batch 1 held rows back (a key update's copy)
 
 
 def test_a_record_of_another_partition_needs_the_header() -> None:

@@ -228,11 +228,13 @@ def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
                 if k > 15:
                     for name in _STREAMS:
                         _update(work, name, f"UPDATE {{t}} SET tag = qty WHERE id % 5 = {k % 5}")
+                if k == 25:  # key updates amid the rounds' changes: rows move to other partitions
+                    for name in ("c", "d"):
+                        _update(work, name, "UPDATE {t} SET id = id + 200000 WHERE id IN (7, 8, 25, 61)")
                 time.sleep(0.05)
             work.mixed()  # a's ALTER goes through a flat topic, b's 500-row transaction a protobuf one
             _alter(work, "MODIFY qty BIGINT NULL")
-            for name in ("c", "d"):  # a key update: the row moves to another partition
-                _update(work, name, "UPDATE {t} SET id = id + 200000 WHERE id IN (7, 8)")
+            for name in ("c", "d"):
                 _update(work, name, "UPDATE {t} SET tag = id WHERE id % 3 = 0")
 
         writer = threading.Thread(target=write)

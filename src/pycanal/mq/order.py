@@ -12,6 +12,11 @@ falls among another partition's rows (alibaba/canal#1731). With ``partitionOrder
   none) and, where it holds a subset of the entry's rows, their indexes in the entry (``rows``).
 * **Row indexes.** A protobuf entry cut into one-row entries by the hash carries its row's index in
   the whole entry as the header prop ``pycanal.row`` (:data:`pycanal.mq.split.ROW_PROP`).
+* **Moved rows.** An UPDATE whose before image hashes to another partition than its after image
+  (a key update: Canal sends it to its new key's partition, alibaba/canal#3152) also goes to the
+  old key's partition, after the row's earlier changes there: a protobuf one-row entry marked with
+  the header prop :data:`MOVED_PROP`, a flat row named in the header's ``moved``. A reader applies
+  it once both copies came, as a DDL once all ``n`` did.
 
 Off (Canal's default), the records are Canal's byte for byte. No I/O here.
 """
@@ -22,21 +27,30 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ORDER_HEADER", "RecordOrder", "read_order"]
+__all__ = ["MOVED_PROP", "ORDER_HEADER", "RecordOrder", "is_moved", "read_order"]
 
 ORDER_HEADER = "pycanal.order"
 """The header marking a record of a topic whose partitions carry copies (see the module docstring)."""
+MOVED_PROP = "pycanal.moved"
+"""The ``Entry`` header prop of a one-row entry sent to the partitions of both its images."""
+
+
+def is_moved(props: Sequence[object]) -> bool:
+    """Is an entry whose header has ``props`` (``Pair`` messages) a moved row?"""
+    return any(getattr(p, "key", None) == MOVED_PROP for p in props)
 
 
 @dataclass(frozen=True, slots=True)
 class RecordOrder:
     """A record's :data:`ORDER_HEADER`: ``partitions`` (the copies' count); for a flat message
-    its entry's ``file`` and ``offset`` and, for a subset of the entry's rows, their ``rows``."""
+    its entry's ``file`` and ``offset``, for a subset of the entry's rows their ``rows``, and the
+    indexes of its ``moved`` rows."""
 
     partitions: int
     file: str | None = None
     offset: int | None = None
     rows: tuple[int, ...] | None = None
+    moved: tuple[int, ...] = ()
 
     def header(self) -> tuple[str, bytes]:
         value: dict[str, object] = {"n": self.partitions}
@@ -44,6 +58,8 @@ class RecordOrder:
             value |= {"file": self.file, "offset": self.offset}
         if self.rows is not None:
             value["rows"] = list(self.rows)
+        if self.moved:
+            value["moved"] = list(self.moved)
         return ORDER_HEADER, json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -61,6 +77,7 @@ def read_order(headers: Sequence[tuple[str, bytes | None]] | None) -> RecordOrde
                 None if d.get("file") is None else str(d["file"]),
                 None if offset is None else int(offset),
                 None if rows is None else tuple(int(r) for r in rows),
+                tuple(int(r) for r in d.get("moved") or ()),
             )
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise ValueError(f"malformed {ORDER_HEADER} header {value!r}: {exc}") from None

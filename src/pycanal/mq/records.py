@@ -13,8 +13,8 @@ and value bytes, in send order. No I/O: the producer edge sends what this return
 * Beyond Canal: with ``MQOptions.max_request_size``, a value too large for it is split into
   consecutive parts on the same partition (:mod:`pycanal.mq.split`), marked by their headers.
   With ``MQOptions.partition_order`` and a hash over several partitions, DDL is copied to every
-  partition and each record carries the header :data:`~pycanal.mq.order.ORDER_HEADER`
-  (:mod:`pycanal.mq.order`).
+  partition, a key update to its old key's partition too, and each record carries the header
+  :data:`~pycanal.mq.order.ORDER_HEADER` (:mod:`pycanal.mq.order`).
 """
 
 from __future__ import annotations
@@ -200,33 +200,39 @@ def _ordered_flat(
     msg: FlatMessage, n: int, dest: MQDestination, options: MQOptions, limit: int | None, entry: pb.Entry
 ) -> list[tuple[int, list[bytes | None], list[RecordOrder]]]:
     """``canal.mq.partitionOrder``'s records of one flat message: each partition's values and
-    their headers (the entry's position, the indexes of a subset's rows); a message Canal sends
-    to partition 0 for want of rows goes to every partition."""
+    their headers (the entry's position, the indexes of a subset's rows, the moved rows); a
+    message Canal sends to partition 0 for want of rows goes to every partition, a key update
+    also to its before image's partition."""
     where = flat_row_partitions(msg, n, dest.partition_hash, options.database_hash)
     at = RecordOrder(n, entry.header.logfileName, entry.header.logfileOffset)
     if isinstance(where, int):
         values = _flat(msg, limit, entry)
         targets = range(n) if where == 0 and (msg.is_ddl or not msg.data) else (where,)
         return [(i, values, _part_orders(at, None, values)) for i in targets]
+    was = flat_row_partitions(msg, n, dest.partition_hash, options.database_hash, before=True)
+    assert isinstance(was, list) and msg.data is not None
+    moved = tuple(k for k, (p, q) in enumerate(zip(where, was, strict=True)) if p != q)
     out = []
-    for i, part_msg in enumerate(flat_partitions(msg, n, dest.partition_hash, options.database_hash)):
-        if part_msg is not None:
-            rows = [k for k, p in enumerate(where) if p == i]
-            values = _flat(part_msg, limit, entry)
-            out.append((i, values, _part_orders(at, rows, values)))
+    for i in range(n):
+        rows = [k for k, (p, q) in enumerate(zip(where, was, strict=True)) if i in (p, q)]
+        if rows:
+            old = [msg.old[k] for k in rows] if msg.old else None
+            values = _flat(replace(msg, data=[msg.data[k] for k in rows], old=old), limit, entry)
+            mine = replace(at, moved=tuple(k for k in rows if k in moved))
+            out.append((i, values, _part_orders(mine, rows, values)))
     return out
 
 
 def _part_orders(at: RecordOrder, rows: list[int] | None, values: list[bytes | None]) -> list[RecordOrder]:
     """The header of each part of a message: the indexes of its own rows (``rows``: the message's,
-    None: all of the entry's, in order)."""
+    None: all of the entry's, in order) and of its moved rows."""
     if len(values) == 1:
         return [replace(at, rows=None if rows is None else tuple(rows))]
     out, start = [], 0
     for value in values:
         count = len(json.loads(value or b"{}").get("data") or [])
-        indexes = rows[start : start + count] if rows is not None else range(start, start + count)
-        out.append(replace(at, rows=tuple(indexes)))
+        indexes = tuple(rows[start : start + count] if rows is not None else range(start, start + count))
+        out.append(replace(at, rows=indexes, moved=tuple(k for k in at.moved if k in indexes)))
         start += count
     return out
 

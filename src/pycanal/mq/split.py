@@ -207,11 +207,12 @@ def _cut_entry(entry: bytes, room: int) -> list[bytes]:
     return out
 
 
-def with_row_prop(head: bytes, row: int) -> bytes:
-    """An entry's fields before ``storeValue`` with :data:`ROW_PROP` added to its header's props."""
+def with_row_prop(head: bytes, row: int, *more: tuple[str, str]) -> bytes:
+    """An entry's fields before ``storeValue`` with :data:`ROW_PROP` (and ``more`` props) added to
+    its header's props."""
     before, headers, after = split_around(head, _ENTRY_HEADER)
-    header = (headers[0] if headers else b"") + field_bytes(_TAG_PROPS, pair(ROW_PROP, str(row)))
-    return before + field_bytes(_TAG_HEADER, header) + after
+    props = b"".join(field_bytes(_TAG_PROPS, pair(k, v)) for k, v in ((ROW_PROP, str(row)), *more))
+    return before + field_bytes(_TAG_HEADER, (headers[0] if headers else b"") + props) + after
 
 
 def row_prop(header: pb.Header) -> int | None:

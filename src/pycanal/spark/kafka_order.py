@@ -11,9 +11,11 @@ hashed topic carries a copy of each DDL at its place. Per micro-batch, :func:`or
    binlog position, its rows are all kept);
 2. holds back, per topic, every row at or after the earliest DDL not yet delivered by all of the
    partitions its copies went to: a partition further on waits for the others, so no row of the
-   old layout comes after its table's DDL and no row of the new one before it;
-3. gives the rest, each DDL once (the copy of the lowest partition), which ``apply_changes``
-   sorts by binlog position: the partitions merged in binlog order.
+   old layout comes after its table's DDL and no row of the new one before it. A key update (sent
+   to its old key's partition too) is such a mark between two partitions: the old key's changes
+   before it are applied first;
+3. gives the rest, each DDL and key update once (the copy of the lowest partition), which
+   ``apply_changes`` sorts by binlog position: the partitions merged in binlog order.
 
 The held rows and the last positions are the state after a micro-batch, a function of the state
 before it and its records. :class:`KafkaOrder` keeps it per batch id in the lake, so a micro-batch
@@ -36,11 +38,12 @@ from .rows import ARROW_SCHEMA
 
 __all__ = ["KAFKA_ROW_SCHEMA", "ORDER_COLUMNS", "ORDER_SCHEMA", "KafkaOrder", "OrderState", "order_rows"]
 
-ORDER_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_partitions")
+ORDER_COLUMNS = ("kafka_topic", "kafka_partition", "kafka_copies")
 """What a row carries out of the executors besides ``ROW_SCHEMA``: its record's topic and
-partition, and the partition count of its ``pycanal.order`` header (null without one)."""
+partition, and how many partitions carry a copy of it (a DDL: its ``pycanal.order`` header's
+count; a key update: 2; null for any other row)."""
 ORDER_SCHEMA = pa.schema([("kafka_topic", pa.string()), ("kafka_partition", pa.int32()),
-                          ("kafka_partitions", pa.int32())])  # fmt: skip
+                          ("kafka_copies", pa.int32())])  # fmt: skip
 KAFKA_ROW_SCHEMA = pa.schema([*ARROW_SCHEMA, *ORDER_SCHEMA])
 """The rows the executors give: ``ROW_SCHEMA``'s and ``ORDER_COLUMNS``."""
 
@@ -79,31 +82,31 @@ def _fresh(rows: pa.Table, last: dict[str, Position]) -> tuple[list[bool], dict[
 
 
 def _barriers(rows: pa.Table) -> tuple[dict[str, tuple[str, int, int, int]], set[int]]:
-    """Per topic the earliest DDL some partition has not delivered yet; and the indexes of the
-    copies of a DDL every partition delivered but the lowest partition's (to be dropped)."""
-    ddl = pc.and_(pc.equal(rows["op"], "DDL"), pc.greater(pc.fill_null(rows["kafka_partitions"], 1), 1))
-    at = pc.indices_nonzero(ddl).to_pylist()
+    """Per topic the earliest row of several copies (a DDL, a key update) some partition has not
+    delivered yet; and the indexes of the copies of a row every partition delivered but the lowest
+    partition's (to be dropped)."""
+    at = pc.indices_nonzero(pc.greater(pc.fill_null(rows["kafka_copies"], 1), 1)).to_pylist()
     if not at:
         return {}, set()
     copies = rows.take(at)
     position = copies["position"].combine_chunks()
     columns = [copies[c].to_pylist() for c in ORDER_COLUMNS]
-    columns += [position.field(f).to_pylist() for f in ("file", "offset")]
-    seen: dict[tuple[str, str, int], set[int]] = {}
-    count: dict[tuple[str, str, int], int] = {}
-    for topic, partition, n, file, offset in zip(*columns, strict=True):
-        seen.setdefault((topic, file, offset), set()).add(partition)
-        count[(topic, file, offset)] = n
+    columns += [position.field(f).to_pylist() for f in ("file", "offset", "row")]
+    seen: dict[tuple[str, str, int, int], set[int]] = {}
+    count: dict[tuple[str, str, int, int], int] = {}
+    for topic, partition, n, file, offset, row in zip(*columns, strict=True):
+        seen.setdefault((topic, file, offset, row), set()).add(partition)
+        count[(topic, file, offset, row)] = n
     earliest: dict[str, tuple[str, int, int, int]] = {}
-    for (topic, file, offset), partitions in seen.items():
-        if len(partitions) < count[(topic, file, offset)]:
+    for (topic, file, offset, _), partitions in seen.items():
+        if len(partitions) < count[(topic, file, offset, _)]:
             where = _order(file, offset)
             earliest[topic] = min(earliest.get(topic, where), where)
-    drop = {
-        i
-        for i, t, p, _, f, o in zip(at, *columns, strict=True)
-        if len(seen[(t, f, o)]) >= count[(t, f, o)] and p != min(seen[(t, f, o)])
-    }
+    drop = set()
+    for i, topic, partition, _, file, offset, row in zip(at, *columns, strict=True):
+        key = (topic, file, offset, row)
+        if len(seen[key]) >= count[key] and partition != min(seen[key]):
+            drop.add(i)
     return earliest, drop
 
 

@@ -16,9 +16,10 @@ order between them in Canal's records (a table's DDL goes to partition 0, its ro
 of their hash: alibaba/canal#1731): a record of a partition other than 0 must carry pycanal's
 ``pycanal.order`` header (``canal.mq.partitionOrder``, :mod:`pycanal.mq.order`: DDL copied to every
 partition, a flat message's binlog position), else it fails the query (``RowsError``). Each row
-leaves the executors with its topic, partition and the header's partition count (``ORDER_COLUMNS``);
-the driver merges the partitions by binlog position and holds rows back behind a DDL whose copies
-have not all come (:mod:`.kafka_order`), and drops a server's resent copies there.
+leaves the executors with its topic, partition and how many copies of it the partitions carry (a
+DDL's, a key update's: ``ORDER_COLUMNS``); the driver merges the partitions by binlog position and
+holds rows back behind a DDL or key update whose copies have not all come (:mod:`.kafka_order`),
+and drops a server's resent copies there.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import pyarrow as pa
 
 from pycanal.mq.consumer import decode_record
 from pycanal.mq.flat import FlatMessage
-from pycanal.mq.order import ORDER_HEADER, RecordOrder, read_order
+from pycanal.mq.order import ORDER_HEADER, RecordOrder, is_moved, read_order
 from pycanal.parse.ddl import is_ddl
 
 from .entry_rows import EntryRows
@@ -68,10 +69,11 @@ class KafkaRows(RowSource[Record]):
 
     def _runs(self, records: Iterable[Record]) -> Iterator[Run]:
         for record in records:
-            yield from self.record_runs(record)[0]
+            yield from (run for run, _ in self.record_runs(record))
 
-    def record_runs(self, record: Record) -> tuple[list[Run], RecordOrder | None]:
-        """One record's runs and its ``pycanal.order`` header."""
+    def record_runs(self, record: Record) -> list[tuple[Run, int | None]]:
+        """One record's runs, each with the copies of its rows the partitions carry (its
+        ``pycanal.order`` header's partition count for a DDL, 2 for a moved row, else None)."""
         topic, partition, offset, value = record[:4]
         headers: Headers | None = record[4] if len(record) > 4 else None
         try:
@@ -87,10 +89,20 @@ class KafkaRows(RowSource[Record]):
             )
         message = decode_record(topic, partition, offset, value)
         if message.flat is not None:
-            return list(self._flat(kafka_file(topic, partition), offset, message.flat, order)), order
-        return list(self._entries._runs(message.entries)), order  # the same rows as format("canal")
+            return list(self._flat(kafka_file(topic, partition), offset, message.flat, order))
+        if order is None:
+            return [(run, None) for run in self._entries._runs(message.entries)]  # format("canal")'s rows
+        out: list[tuple[Run, int | None]] = []
+        for entry in message.entries:
+            copies = 2 if is_moved(entry.header.props) else None
+            out += [
+                (run, order.partitions if run.op == "DDL" else copies) for run in self._entries._runs([entry])
+            ]
+        return out
 
-    def _flat(self, file: str, offset: int, msg: FlatMessage, order: RecordOrder | None) -> Iterator[Run]:
+    def _flat(
+        self, file: str, offset: int, msg: FlatMessage, order: RecordOrder | None
+    ) -> Iterator[tuple[Run, int | None]]:
         seconds = (msg.es or 0) // 1000
         if order is not None and order.file is not None and order.offset is not None:
             file, offset = order.file, order.offset  # the entry's binlog position
@@ -98,9 +110,15 @@ class KafkaRows(RowSource[Record]):
         if msg.type in _ROW_OPS and not msg.is_ddl:
             if msg.data:
                 run = self._rows(file, offset, seconds, msg)
-                yield from _at_rows(run, order.rows) if order is not None and order.rows else (run,)
+                if order is None or not order.rows:
+                    yield run, None
+                    return
+                for part in _at_rows(run, order.rows, order.moved):
+                    yield part, 2 if part.row in order.moved else None
         elif msg.sql and is_ddl(msg.sql):
-            yield from self._b.ddl_runs(msg.sql, msg.database or None, 0, file, offset, seconds)
+            copies = None if order is None else order.partitions
+            for run in self._b.ddl_runs(msg.sql, msg.database or None, 0, file, offset, seconds):
+                yield run, copies
 
     def _rows(self, file: str, offset: int, seconds: int, msg: FlatMessage) -> Run:
         op, data = msg.type or "", msg.data or []
@@ -147,12 +165,12 @@ def _value_sql_type(mysql_type: str, sql_type: int) -> int:
     return sql_type
 
 
-def _at_rows(run: Run, rows: tuple[int, ...]) -> Iterator[Run]:
+def _at_rows(run: Run, rows: tuple[int, ...], moved: tuple[int, ...] = ()) -> Iterator[Run]:
     """``run``'s rows numbered ``rows`` (their indexes in their entry, a partition's subset):
-    one run per stretch of consecutive indexes."""
+    one run per stretch of consecutive indexes, a ``moved`` row one of its own."""
     start = 0
     for i in range(1, len(rows) + 1):
-        if i == len(rows) or rows[i] != rows[i - 1] + 1:
+        if i == len(rows) or rows[i] != rows[i - 1] + 1 or rows[i] in moved or rows[i - 1] in moved:
             yield run._replace(
                 pk=run.pk[start:i], before=run.before[start:i], after=run.after[start:i], row=rows[start]
             )
@@ -178,11 +196,10 @@ def decode_batches(
             *(batch.column(name).to_pylist() for name in names), strict=True
         ):
             pairs = [(h["key"], h["value"]) for h in headers or ()]
-            record_runs, order = rows.record_runs((topic, partition, offset, value, pairs))
-            count = sum(len(run.pk) for run in record_runs)
-            for column, v in zip(extra, (topic, partition, order and order.partitions), strict=True):
-                column.extend([v] * count)
-            runs += record_runs
+            for run, copies in rows.record_runs((topic, partition, offset, value, pairs)):
+                for column, v in zip(extra, (topic, partition, copies), strict=True):
+                    column.extend([v] * len(run.pk))
+                runs.append(run)
         columns = [pa.array(v, f.type) for v, f in zip(extra, ORDER_SCHEMA, strict=True)]
         start = 0
         for out in run_batches(runs, rows_per_batch):
