@@ -111,7 +111,7 @@ class Server:
 
 @dataclass
 class Workload:
-    """Two tables (``a``, ``b``) in ``pycanal``: multi-row INSERTs, a 500-row transaction, UPDATEs,
+    """Tables (``a``, ``b``, or ``names``) in ``pycanal``: multi-row INSERTs, a 500-row transaction, UPDATEs,
     an ALTER TABLE between them, a primary-key UPDATE and DELETEs; ``rows`` counts the row changes
     MariaDB reported, per table."""
 
@@ -119,7 +119,12 @@ class Workload:
     suffix: str
     seed: int = 7
     rows: Counter[str] = field(default_factory=Counter)
-    next_id: dict[str, int] = field(default_factory=lambda: {"a": 1, "b": 1})
+    names: tuple[str, ...] = ("a", "b")  # round() writes them all, mixed() a and b
+    next_id: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in self.names:
+            self.next_id.setdefault(name, 1)
 
     def table(self, name: str) -> str:
         return f"mqk_{name}_{self.suffix}"
@@ -129,7 +134,7 @@ class Workload:
         return f"pycanal\\\\.mqk_[ab]_{self.suffix}"
 
     def create(self) -> None:
-        for name in ("a", "b"):
+        for name in self.names:
             self.db.execute(
                 f"CREATE TABLE pycanal.{self.table(name)} (id INT PRIMARY KEY, name VARCHAR(40), qty INT, note TEXT NULL)"
             )
@@ -153,8 +158,12 @@ class Workload:
         conn = self.db.root_connection()
         try:
             with conn.cursor() as cur:
-                for name in ("a", "b"):
-                    self._exec(cur, name, f"INSERT INTO {{t}} VALUES {self._values(r, name, 12)}")
+                for name in self.names:
+                    self._exec(
+                        cur,
+                        name,
+                        f"INSERT INTO {{t}} (id, name, qty, note) VALUES {self._values(r, name, 12)}",
+                    )
                     self._exec(cur, name, f"UPDATE {{t}} SET qty = qty + 1 WHERE id % 9 = {k % 9}")
                     self._exec(cur, name, f"DELETE FROM {{t}} WHERE id = {r.randint(1, self.next_id[name])}")
         finally:
@@ -167,10 +176,16 @@ class Workload:
         try:
             with conn.cursor() as cur:
                 for _ in range(5):
-                    self._exec(cur, "a", f"INSERT INTO {{t}} VALUES {self._values(r, 'a', 20)}")
+                    self._exec(
+                        cur, "a", f"INSERT INTO {{t}} (id, name, qty, note) VALUES {self._values(r, 'a', 20)}"
+                    )
                 cur.execute("BEGIN")
                 for _ in range(5):
-                    self._exec(cur, "b", f"INSERT INTO {{t}} VALUES {self._values(r, 'b', 100)}")
+                    self._exec(
+                        cur,
+                        "b",
+                        f"INSERT INTO {{t}} (id, name, qty, note) VALUES {self._values(r, 'b', 100)}",
+                    )
                 cur.execute("COMMIT")
                 self._exec(cur, "a", "UPDATE {t} SET qty = qty + 1 WHERE id % 7 = 0")
                 cur.execute(f"ALTER TABLE pycanal.{self.table('a')} ADD COLUMN extra VARCHAR(10) NULL")

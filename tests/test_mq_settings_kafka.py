@@ -91,6 +91,13 @@ def test_mq_options_and_the_transaction_filter(tmp_path: Path) -> None:
     assert mq_filter_transaction_entry(cfg) is True
 
 
+def test_partition_order_is_pycanals_and_off_by_default(tmp_path: Path) -> None:
+    (tmp_path / "off").mkdir()
+    (tmp_path / "on").mkdir()
+    assert mq_options(_conf(tmp_path / "off", "")).partition_order is False
+    assert mq_options(_conf(tmp_path / "on", "canal.mq.partitionOrder = true\n")).partition_order is True
+
+
 def test_transaction_filter_off_when_canal_properties_says_so(tmp_path: Path) -> None:
     cfg = _conf(tmp_path, "canal.instance.filter.transaction.entry = false\n")
     assert mq_options(cfg).filter_transaction_entry is False

@@ -2,13 +2,18 @@
 
 * Rows: the records of a binlog's entries, flat and protobuf, give the rows ``EntryRows`` gives
   the entries (``format("canal")``'s), but for what a flat message does not carry (its binlog
-  position and GTID); a record of partition 1 fails rather than apply out of order, and a
-  pipeline given one stops with that message in one line, exit 1, nothing written.
-* End to end: two ``pycanal server`` processes in kafka mode publish one table each, flat and
+  position and GTID); a server's resent rows are dropped. A record of partition 1 without
+  pycanal's ``pycanal.order`` header fails rather than apply out of order, and a pipeline given one
+  stops with that message in one line, exit 1, nothing written (the ordering itself:
+  tests/test_kafka_order.py).
+* End to end: ``pycanal server`` processes in kafka mode publish one table each, flat and
   protobuf, with DDL mid-stream; one ``pycanal pipeline --kafka --topic-pattern`` (its own process)
   builds the lake; its driver is SIGKILLed mid-stream and started again from its checkpoint. Every
   table equals its source (read by pycanal and by Spark's Delta), and the change log holds each row
-  change once.
+  change once. Four tables, four servers: flat and protobuf, each over one partition (Canal's
+  records) and over 6 with ``canal.mq.partitionHash`` on ``$pk$`` and ``canal.mq.partitionOrder``
+  (ALTERs mid-stream while the tables' rows spread over the partitions, a key update moving a
+  row to another partition).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,8 +43,9 @@ from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.spark.apply import ChangeApplier, applied_batch_ids
 from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import compare_table
-from pycanal.spark.kafka_rows import KafkaRows, Resends
-from pycanal.spark.rows import ChangeRow, RowPosition, RowsError
+from pycanal.spark.kafka_order import KAFKA_ROW_SCHEMA, KafkaOrder
+from pycanal.spark.kafka_rows import KafkaRows
+from pycanal.spark.rows import ChangeRow, RowPosition
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing._process import free_port
 from pycanal.testing.kafka import PrivateKafka
@@ -74,13 +81,6 @@ def test_records_give_the_rows_of_their_entries(capture: Capture, variant: str) 
     assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
 
 
-def test_a_record_of_partition_1_fails() -> None:
-    flat = b'{"data":null,"database":"d","es":0,"id":1,"isDdl":false,"type":"QUERY","sql":"x"}'
-    assert list(KafkaRows().rows([("t", 0, 0, flat)])) == []
-    with pytest.raises(RowsError, match=r"topic 't' partition 1: .* partition 0 alone"):
-        list(KafkaRows().rows([("t", 1, 0, flat)]))
-
-
 def _row(op: str, off: int, sql: str | None = None, after: str | None = None) -> ChangeRow:
     key = None if op == "DDL" else after[: after.index(",")] + "}"
     when = datetime(2026, 1, 1, tzinfo=UTC)
@@ -91,32 +91,41 @@ def _row(op: str, off: int, sql: str | None = None, after: str | None = None) ->
 def test_a_servers_resent_rows_are_dropped(tmp_path: Path) -> None:
     """A server sends a batch again after a failed send: its rows come again after later ones (here
     an INSERT of the old layout after an ALTER, which the current state cannot take). Each table's
-    rows at or before its last position are dropped, the same on a replay and after a restart
-    (from the saved positions, or from the change log where the save did not happen)."""
+    rows at or before its last position in their partition are dropped, the same on a replay and
+    after a restart (the state saved per batch)."""
     sent = [
         _row("DDL", 10, sql="CREATE TABLE t (id INT PRIMARY KEY, v INT)"),
         _row("INSERT", 20, after='{"id":1,"v":1}'),
         _row("DDL", 30, sql="ALTER TABLE t ADD COLUMN w INT"),
         _row("INSERT", 40, after='{"id":2,"v":2,"w":2}'),
     ]
-    applier, resends = ChangeApplier(tmp_path, zero_dates="null"), Resends(tmp_path)
-    first = resends.drop(arrow_rows(sent))
+    applier, order = ChangeApplier(tmp_path, zero_dates="null"), KafkaOrder(tmp_path)
+    first, state = order.step(_kafka(sent), 0)
     assert first.num_rows == 4
     applier(first, 0)
-    resends.save(0, first)
-    again = arrow_rows([*sent[1:], _row("INSERT", 50, after='{"id":3,"v":3,"w":3}')])
-    assert Resends(tmp_path).drop(again).equals(resends.drop(again))  # saved: the same after a restart
-    second = resends.drop(again)
+    order.save(0, state)
+    again = _kafka([*sent[1:], _row("INSERT", 50, after='{"id":3,"v":3,"w":3}')])
+    second, state = KafkaOrder(tmp_path).step(again, 1)  # after a restart: the saved state
     assert second["position"].combine_chunks().field("offset").to_pylist() == [50]
-    applier(second, 1)  # applied, not saved: a restart takes the positions from the change log
-    assert Resends(tmp_path).drop(again).num_rows == 0
+    applier(second, 1)
+    assert KafkaOrder(tmp_path).step(again, 1)[0].equals(second)  # a replay: the same rows
+    order.save(1, state)
+    assert KafkaOrder(tmp_path).step(again, 2)[0].num_rows == 0
     flat = _row("INSERT", 5, after='{"id":4,"v":4,"w":4}')._replace(
         position=RowPosition("kafka:t:0", 5, 0, None)
     )
-    assert Resends(tmp_path).drop(arrow_rows([flat])).num_rows == 1  # a flat row has no binlog position
+    assert order.step(_kafka([flat]), 2)[0].num_rows == 1  # a flat row has no binlog position
     applier.wait()
     assert compare_rows(tmp_path) == {1: {"id": 1, "v": 1, "w": None}, 2: {"id": 2, "v": 2, "w": 2},
                                       3: {"id": 3, "v": 3, "w": 3}}  # fmt: skip
+
+
+def _kafka(rows: list[ChangeRow]) -> pa.Table:
+    """``rows`` as the executors give them: of partition 0 of topic ``t``, without pycanal's header."""
+    table = arrow_rows(rows)
+    n = table.num_rows
+    columns = [pa.array(["t"] * n), pa.array([0] * n, pa.int32()), pa.nulls(n, pa.int32())]
+    return pa.Table.from_arrays([*table.columns, *columns], schema=KAFKA_ROW_SCHEMA)
 
 
 def compare_rows(lake: Path) -> dict[int, dict[str, Any]]:
@@ -169,6 +178,10 @@ def _commits(lake: Path) -> int:
     return 0 if last is None else last + 1
 
 
+# The tables, each published by a server of its own: flat or protobuf, over 1 or 6 partitions.
+_STREAMS = {"a": (True, 1), "b": (False, 1), "c": (True, 6), "d": (False, 6)}
+
+
 def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
     mariadb: PrivateMariaDB,
     kafka: PrivateKafka,
@@ -176,13 +189,14 @@ def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
     spark: Any,  # noqa: F811 - the fixture
 ) -> None:
     sfx = uuid.uuid4().hex[:8]
-    work = Workload(mariadb, sfx, seed=39)
+    work = Workload(mariadb, sfx, seed=39, names=tuple(_STREAMS))
     start = mariadb.current_binlog()
     work.create()
     servers = []
-    for flat, name in ((True, "a"), (False, "b")):
+    for name, (flat, partitions) in _STREAMS.items():
         topic = f"sk-{name}-{sfx}"
-        kafka.create_topic(topic, 1)
+        kafka.create_topic(topic, partitions)
+        hashed = {"canal.mq.partitionsNum": partitions, "canal.mq.partitionHash": ".*\\\\..*:$pk$"}
         conf = write_conf(
             tmp_path / f"conf-{name}",
             mariadb,
@@ -192,13 +206,15 @@ def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
             canal={
                 "canal.mq.flatMessage": str(flat).lower(),
                 "canal.mq.canalBatchSize": 50,
-                "canal.metrics.pull.port": free_port(),  # two servers
+                "canal.mq.partitionOrder": str(partitions > 1).lower(),
+                "canal.metrics.pull.port": free_port(),  # several servers
             },
-            instance={"canal.mq.topic": topic},
+            instance={"canal.mq.topic": topic, **(hashed if partitions > 1 else {})},
         )
         servers.append(_server(conf, tmp_path / f"server-{name}.log"))
     lake, log = tmp_path / "lake", tmp_path / "job.log"
-    job = _pipeline(lake, kafka, f"sk-[ab]-{sfx}", log)
+    pattern = f"sk-[{''.join(_STREAMS)}]-{sfx}"
+    job = _pipeline(lake, kafka, pattern, log)
     writer: threading.Thread | None = None
     try:
         _wait("the first micro-batch", lambda: _commits(lake) >= 1, job, log, 120)
@@ -207,11 +223,19 @@ def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
         def write() -> None:
             for k in range(40):
                 work.round(k)
+                if k == 15:  # ALTERs while the tables' rows spread over the partitions
+                    _alter(work, "ADD COLUMN tag INT NULL")
+                if k > 15:
+                    for name in _STREAMS:
+                        _update(work, name, f"UPDATE {{t}} SET tag = qty WHERE id % 5 = {k % 5}")
+                if k == 25:  # key updates amid the rounds' changes: rows move to other partitions
+                    for name in ("c", "d"):
+                        _update(work, name, "UPDATE {t} SET id = id + 200000 WHERE id IN (7, 8, 25, 61)")
                 time.sleep(0.05)
-            work.mixed()  # a's ALTER goes through the flat topic, b's through the protobuf one
-            with mariadb.root_connection() as conn, conn.cursor() as cur:
-                cur.execute(f"ALTER TABLE pycanal.{work.table('b')} ADD COLUMN extra INT NULL")
-                work._exec(cur, "b", "UPDATE {t} SET extra = id WHERE id % 3 = 0")
+            work.mixed()  # a's ALTER goes through a flat topic, b's 500-row transaction a protobuf one
+            _alter(work, "MODIFY qty BIGINT NULL")
+            for name in ("c", "d"):
+                _update(work, name, "UPDATE {t} SET tag = id WHERE id % 3 = 0")
 
         writer = threading.Thread(target=write)
         writer.start()
@@ -222,7 +246,7 @@ def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
         job.wait()
         killed_at = _commits(lake)
         time.sleep(1)  # the workload goes on while no driver runs
-        job = _pipeline(lake, kafka, f"sk-[ab]-{sfx}", log)
+        job = _pipeline(lake, kafka, pattern, log)
         writer.join()
         expected = sum(work.rows.values())
 
@@ -240,36 +264,63 @@ def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
             60,
         )
         assert _commits(lake) > killed_at
+        stop_job(job)  # the lake is complete: the checks get the cores
+        _stop(servers)
         table = ChangeLog(lake).read()
         rows = table.filter(pc.is_in(table["op"], ops))
         assert rows.num_rows == expected
         position = rows["position"].combine_chunks()
         keys = list(zip(*(position.field(f).to_pylist() for f in ("file", "offset", "row")), strict=True))
         assert len(set(keys)) == len(keys), "a change appears twice in the change log"
-        assert {f.startswith("kafka:") for f, _, _ in keys} == {True, False}  # flat and protobuf rows
-        for name in ("a", "b"):
+        for name, (flat, partitions) in _STREAMS.items():
             mine = pc.equal(rows["table"], work.table(name))
             assert pc.sum(mine).as_py() == work.rows[name]
+            # a flat row's position is its record's (Canal's records) or its binlog's (pycanal.order)
+            files = {f.startswith("kafka:") for (f, _, _), m in zip(keys, mine.to_pylist(), strict=True) if m}
+            assert files == {flat and partitions == 1}, name
         ddl = table.filter(pc.equal(table["op"], "DDL"))["table"].to_pylist()
-        assert work.table("a") in ddl and work.table("b") in ddl
+        for name in _STREAMS:  # CREATE, 2 ALTERs (and mixed()'s for a): once, not once per partition
+            assert ddl.count(work.table(name)) == (4 if name == "a" else 3), ddl
         with mariadb.root_connection("pycanal") as conn:
-            for name in ("a", "b"):
+            for name in _STREAMS:
                 check = compare_table(conn, lake, "pycanal", work.table(name), "id")
                 assert check.equal, f"{name}: {check.first_difference}"
                 assert check.source_rows > 0
                 check = compare_table(conn, lake, "pycanal", work.table(name), "id", spark=spark)
                 assert check.equal, f"{name} read by Spark's Delta: {check.first_difference}"
         assert "applied up to batch" in log.read_text()
+        for name in ("c", "d"):  # the rows did spread: every partition has more than the 3 DDL copies
+            per = Counter(r.partition for r in kafka.records(f"sk-{name}-{sfx}"))
+            assert sorted(per) == list(range(6)) and min(per.values()) > 3, per
     finally:
         if writer is not None:
             writer.join()
         stop_job(job)
-        for server in servers:
+        _stop(servers)
+
+
+def _stop(servers: list[subprocess.Popen]) -> None:
+    for server in servers:
+        if server.poll() is None:
             server.send_signal(signal.SIGTERM)
-            server.wait(30)
+    for server in servers:
+        server.wait(30)
 
 
-def test_pipeline_stops_at_a_record_of_partition_1(kafka: PrivateKafka, tmp_path: Path) -> None:
+def _alter(work: Workload, change: str) -> None:
+    with work.db.root_connection() as conn, conn.cursor() as cur:
+        for name in work.names:
+            cur.execute(f"ALTER TABLE pycanal.{work.table(name)} {change}")
+
+
+def _update(work: Workload, name: str, sql: str) -> None:
+    with work.db.root_connection() as conn, conn.cursor() as cur:
+        work._exec(cur, name, sql)
+
+
+def test_pipeline_stops_at_a_record_of_partition_1_without_the_order_header(
+    kafka: PrivateKafka, tmp_path: Path
+) -> None:
     from confluent_kafka import Producer
 
     topic = f"sk-two-{uuid.uuid4().hex[:8]}"
@@ -285,6 +336,7 @@ def test_pipeline_stops_at_a_record_of_partition_1(kafka: PrivateKafka, tmp_path
         stop_job(job)
     text = log.read_text()
     assert (
-        f"pycanal job: the query failed: topic '{topic}' partition 1: pycanal pipeline --kafka reads" in text
+        f"pycanal job: the query failed: topic '{topic}' partition 1: a record without the pycanal.order"
+        in text
     )
     assert ChangeLog(lake).last_batch() is None

@@ -318,6 +318,13 @@ _k(
     S,
     "pycanal: Kafka transactions, exactly once for read_committed consumers (Kafka mode)",
 )
+_k(
+    "canal.mq.partitionOrder",
+    "false",
+    _bool,
+    S,
+    "pycanal: with partitionHash, DDL copied to every partition and records marked for ordering",
+)
 _k("canal.mq.topic", "", _opt_str, I, "the destination's topic (also dynamicTopic's fallback)")
 _k("canal.mq.partition", "0", _non_negative, I, "the fixed partition without partitionHash")
 _k("canal.mq.partitionsNum", "", _opt_positive, I, "partition count for partitionHash (unset: 1)")

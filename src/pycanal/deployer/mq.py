@@ -1,8 +1,8 @@
 """A conf dir's MQ settings as the MQ layer's values (Canal's ``CanalStarter.buildMQProperties`` and
 the instance's ``CanalMQConfig``), and the MQ starter of a deployed server.
 
-* :func:`mq_options`: ``canal.mq.flatMessage``, ``canal.mq.database.hash`` and the transaction-entry
-  filter, which in an MQ mode is on unless ``canal.instance.filter.transaction.entry`` is set in
+* :func:`mq_options`: ``canal.mq.flatMessage``, ``canal.mq.database.hash``, pycanal's
+  ``canal.mq.partitionOrder`` and the transaction-entry filter, which in an MQ mode is on unless ``canal.instance.filter.transaction.entry`` is set in
   canal.properties (Canal's MQ default; its TCP default is off).
 * :func:`mq_destination`: one destination's ``canal.mq.topic`` and routing keys; a malformed
   ``canal.mq.partitionHash`` / ``dynamicTopic`` / ``dynamicTopicPartitionNum`` is a
@@ -57,6 +57,7 @@ def mq_options(cfg: CanalConfig) -> MQOptions:
         database_hash=bool(cfg["canal.mq.database.hash"]),
         filter_transaction_entry=mq_filter_transaction_entry(cfg),
         max_request_size=int(kafka_config(cfg)["message.max.bytes"]) if kafka else None,
+        partition_order=kafka and bool(cfg["canal.mq.partitionOrder"]),  # RabbitMQ has no partitions
     )
 
 

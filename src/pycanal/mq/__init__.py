@@ -9,6 +9,8 @@
 * :mod:`.mark` -- where a Kafka transaction's entries end, to skip them after a restart
   (``canal.mq.transaction``);
 * :mod:`.split` -- a record over ``max.request.size`` split into marked parts, and joined back.
+* :mod:`.order` -- what a consumer needs to merge a hashed topic's partitions, DDL copies included
+  (``canal.mq.partitionOrder``).
 
 Nothing here opens a socket; the producer edge sends the records and acks the batch.
 """

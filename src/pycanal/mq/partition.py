@@ -4,6 +4,9 @@ A row's hash is ``database.hashCode()`` (with ``canal.mq.database.hash``) XOR th
 ``hashCode()`` of each hashed value; its partition ``abs(abs(hash) % n)``. A ``db.table`` rule
 without columns hashes only the table name (not the database) and keeps the message whole. DDL,
 rows of no rule, and entries without rows (statement-format queries) go to partition 0.
+With pycanal's ``canal.mq.partitionOrder`` (:mod:`pycanal.mq.order`) those entries also go to every
+other partition, a one-row entry carries its row's index in the whole entry, and a key update also
+goes to its before image's partition.
 
 Flat and protobuf modes hash differently, as Canal does: flat looks the listed columns up by exact
 name in the row map (a missing or null value hashes as ``""``, and a column listed twice cancels
@@ -21,10 +24,12 @@ from pycanal.protocol.wire import field_bytes, split_around
 
 from ._java import equals_ignore_case, hash_partition, string_hash
 from .flat import FlatMessage
+from .order import MOVED_PROP
 from .packet import entry_bytes
 from .rules import hash_mode
+from .split import with_row_prop
 
-__all__ = ["flat_partitions", "entry_partitions"]
+__all__ = ["entry_partitions", "flat_partitions", "flat_row_partitions"]
 
 _TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
 
@@ -40,33 +45,52 @@ def _count(partitions: int | None) -> int:
     return n
 
 
+def flat_row_partitions(
+    msg: FlatMessage,
+    partitions: int | None,
+    partition_hash: str | None,
+    database_hash: bool,
+    before: bool = False,
+) -> int | list[int]:
+    """The partition of the whole message (an int), or of each of its rows (a list); ``before``:
+    of each row's before image (an UPDATE's ``old`` over its ``data``), where a key update was."""
+    n = _count(partitions)
+    if msg.is_ddl or not msg.data:
+        return 0
+    database, table = msg.database, msg.table
+    mode = hash_mode(f"{_java_str(database)}.{_java_str(table)}", partition_hash)
+    if mode is None:
+        return 0
+    if mode.table:
+        return hash_partition(string_hash(_java_str(table)), n)
+    names = msg.pk_names if mode.auto_pk else mode.columns
+    base = string_hash(_java_str(database)) if database_hash else 0
+    rows = msg.data
+    if before and msg.old:
+        rows = [{**row, **old} for row, old in zip(msg.data, msg.old, strict=True)]
+    parts = []
+    for row in rows:
+        h = base
+        for name in names or ():
+            value = row.get(name)
+            h ^= string_hash(value) if value else 0
+        parts.append(hash_partition(h, n))
+    return parts
+
+
 def flat_partitions(
     msg: FlatMessage, partitions: int | None, partition_hash: str | None, database_hash: bool
 ) -> list[FlatMessage | None]:
     """One slot per partition (None: nothing for it). Split messages keep every field of ``msg``
     but ``data``/``old``, which keep the rows of their partition in order."""
-    n = _count(partitions)
-    out: list[FlatMessage | None] = [None] * n
-    if msg.is_ddl or not msg.data:
-        out[0] = msg
+    out: list[FlatMessage | None] = [None] * _count(partitions)
+    where = flat_row_partitions(msg, partitions, partition_hash, database_hash)
+    if isinstance(where, int):
+        out[where] = msg
         return out
-    database, table = msg.database, msg.table
-    mode = hash_mode(f"{_java_str(database)}.{_java_str(table)}", partition_hash)
-    if mode is None:
-        out[0] = msg
-        return out
-    if mode.table:
-        out[hash_partition(string_hash(_java_str(table)), n)] = msg
-        return out
-    names = msg.pk_names if mode.auto_pk else mode.columns
-    base = string_hash(_java_str(database)) if database_hash else 0
     old = msg.old
-    for idx, row in enumerate(msg.data):
-        h = base
-        for name in names or ():
-            value = row.get(name)
-            h ^= string_hash(value) if value else 0
-        part = hash_partition(h, n)
+    assert msg.data is not None
+    for idx, (row, part) in enumerate(zip(msg.data, where, strict=True)):
         target = out[part]
         if target is None:
             target = out[part] = replace(msg, data=[], old=[] if old else None)
@@ -91,11 +115,15 @@ def entry_partitions(
     partitions: int | None,
     partition_hash: str | None,
     database_hash: bool,
+    order: bool = False,
 ) -> list[list[bytes]]:
     """Each partition's entry bytes (empty: no record). Transaction begin/end are dropped. With
     column or ``$pk$`` hashing every row becomes an entry of its own: the entry with a
     ``RowChange`` of that one row, the rest of the ``RowChange`` kept (cut from the original bytes,
-    see :mod:`pycanal.protocol.wire`)."""
+    see :mod:`pycanal.protocol.wire`). ``order`` (``canal.mq.partitionOrder``): what goes to
+    partition 0 for want of rows goes to every partition, a one-row entry's header carries its
+    row's index (:data:`~pycanal.mq.split.ROW_PROP`, also 0), and a key update also goes to its
+    before image's partition, marked :data:`~pycanal.mq.order.MOVED_PROP` in both."""
     n = _count(partitions)
     out: list[list[bytes]] = [[] for _ in range(n)]
     for item in entries:
@@ -105,7 +133,8 @@ def entry_partitions(
             continue
         change = pb.RowChange.FromString(entry.storeValue)
         if change.isDdl or not change.rowDatas:
-            out[0].append(data)
+            for part in out if order else out[:1]:
+                part.append(data)
             continue
         database, table = entry.header.schemaName, entry.header.tableName
         mode = hash_mode(f"{database}.{table}", partition_hash)
@@ -116,12 +145,24 @@ def entry_partitions(
             out[hash_partition(string_hash(table), n)].append(data)
             continue
         base = string_hash(database) if database_hash else 0
-        delete = change.eventType == pb.DELETE
+        delete, update = change.eventType == pb.DELETE, change.eventType == pb.UPDATE
         entry_head, _, entry_tail = split_around(data, 3)
         change_head, rows, change_tail = split_around(entry.storeValue, 12)
-        for row, row_data in zip(change.rowDatas, rows, strict=True):
+        for index, (row, row_data) in enumerate(zip(change.rowDatas, rows, strict=True)):
             columns = row.beforeColumns if delete else row.afterColumns
             part = hash_partition(_row_hash(columns, mode.auto_pk, mode.columns, base), n)
-            one = change_head + field_bytes(0x62, row_data) + change_tail
-            out[part].append(entry_head + field_bytes(0x1A, one) + entry_tail)
+            one = field_bytes(0x1A, change_head + field_bytes(0x62, row_data) + change_tail) + entry_tail
+            if not order:
+                out[part].append(entry_head + one)
+                continue
+            was = (
+                hash_partition(_row_hash(row.beforeColumns, mode.auto_pk, mode.columns, base), n)
+                if update
+                else part
+            )
+            if was != part:  # a key update: also after the old key's changes
+                out[was].append(with_row_prop(entry_head, index, (MOVED_PROP, "1")) + one)
+                out[part].append(with_row_prop(entry_head, index, (MOVED_PROP, "1")) + one)
+            else:
+                out[part].append(with_row_prop(entry_head, index) + one)
     return out

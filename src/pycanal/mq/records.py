@@ -12,18 +12,23 @@ and value bytes, in send order. No I/O: the producer edge sends what this return
   ``Packet`` per partition (or one for the batch).
 * Beyond Canal: with ``MQOptions.max_request_size``, a value too large for it is split into
   consecutive parts on the same partition (:mod:`pycanal.mq.split`), marked by their headers.
+  With ``MQOptions.partition_order`` and a hash over several partitions, DDL is copied to every
+  partition, a key update to its old key's partition too, and each record carries the header
+  :data:`~pycanal.mq.order.ORDER_HEADER` (:mod:`pycanal.mq.order`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
 from .flat import FlatMessage, entry_changes, flat_message, parse_entry
+from .order import RecordOrder
 from .packet import entry_bytes, packet_bytes
-from .partition import entry_partitions, flat_partitions
+from .partition import entry_partitions, flat_partitions, flat_row_partitions
 from .rules import dynamic_topic_names, match_topic, topic_partitions
 from .settings import MQDestination, MQOptions
 from .split import part_headers, split_flat, split_packet, value_limit
@@ -36,7 +41,8 @@ _TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
 @dataclass(frozen=True, slots=True)
 class Record:
     """A Kafka record as Canal sends it (key always null). ``value`` is None where Canal's
-    serializer returns null; ``headers`` mark the parts of a split record."""
+    serializer returns null; ``headers`` are pycanal's (the parts of a split record, the order
+    of a topic's partitions)."""
 
     topic: str
     partition: int
@@ -148,19 +154,26 @@ def _topic_records(
         partitions = dest.partitions_num
     fixed = dest.partition if dest.partition is not None else 0
     limit = value_limit(options.max_request_size) if options.max_request_size else None
+    order = bool(options.partition_order and dest.partition_hash and (partitions or 1) > 1)
     out: list[Record] = []
 
-    def add(partition: int, values: list[bytes | None]) -> None:
+    def add(partition: int, values: list[bytes | None], marks: list[RecordOrder] | None = None) -> None:
+        if marks is None and order:
+            marks = [RecordOrder(partitions or 1)] * len(values)
+        heads = [(m.header(),) for m in marks] if marks else [()] * len(values)
         if len(values) == 1:
-            out.append(Record(topic, partition, values[0]))
+            out.append(Record(topic, partition, values[0], heads[0]))
             return
         split_id = f"{batch_id}.{len(out)}"  # unique in the batch; resent parts start again at 1
         n = len(values)
-        out.extend(Record(topic, partition, v, part_headers(split_id, i, n)) for i, v in enumerate(values, 1))
+        out.extend(
+            Record(topic, partition, v, part_headers(split_id, i, n) + head)
+            for i, (v, head) in enumerate(zip(values, heads, strict=True), 1)
+        )
 
     if not options.flat_message:
         if dest.partition_hash:
-            split = entry_partitions(entries, partitions, dest.partition_hash, options.database_hash)
+            split = entry_partitions(entries, partitions, dest.partition_hash, options.database_hash, order)
             for i, part in enumerate(split):
                 if part:
                     add(i, _packets(batch_id, part, False, options, limit))
@@ -169,14 +182,58 @@ def _topic_records(
         return out
     for entry, change in entry_changes(entries):
         msg = flat_message(entry, change, batch_id, ts)
-        if dest.partition_hash:
+        if not dest.partition_hash:
+            add(fixed, _flat(msg, limit, entry))
+        elif order:
+            for i, values, marks in _ordered_flat(msg, partitions or 1, dest, options, limit, entry):
+                add(i, values, marks)
+        else:
             for i, part_msg in enumerate(
                 flat_partitions(msg, partitions, dest.partition_hash, options.database_hash)
             ):
                 if part_msg is not None:
                     add(i, _flat(part_msg, limit, entry))
-        else:
-            add(fixed, _flat(msg, limit, entry))
+    return out
+
+
+def _ordered_flat(
+    msg: FlatMessage, n: int, dest: MQDestination, options: MQOptions, limit: int | None, entry: pb.Entry
+) -> list[tuple[int, list[bytes | None], list[RecordOrder]]]:
+    """``canal.mq.partitionOrder``'s records of one flat message: each partition's values and
+    their headers (the entry's position, the indexes of a subset's rows, the moved rows); a
+    message Canal sends to partition 0 for want of rows goes to every partition, a key update
+    also to its before image's partition."""
+    where = flat_row_partitions(msg, n, dest.partition_hash, options.database_hash)
+    at = RecordOrder(n, entry.header.logfileName, entry.header.logfileOffset)
+    if isinstance(where, int):
+        values = _flat(msg, limit, entry)
+        targets = range(n) if where == 0 and (msg.is_ddl or not msg.data) else (where,)
+        return [(i, values, _part_orders(at, None, values)) for i in targets]
+    was = flat_row_partitions(msg, n, dest.partition_hash, options.database_hash, before=True)
+    assert isinstance(was, list) and msg.data is not None
+    moved = tuple(k for k, (p, q) in enumerate(zip(where, was, strict=True)) if p != q)
+    out = []
+    for i in range(n):
+        rows = [k for k, (p, q) in enumerate(zip(where, was, strict=True)) if i in (p, q)]
+        if rows:
+            old = [msg.old[k] for k in rows] if msg.old else None
+            values = _flat(replace(msg, data=[msg.data[k] for k in rows], old=old), limit, entry)
+            mine = replace(at, moved=tuple(k for k in rows if k in moved))
+            out.append((i, values, _part_orders(mine, rows, values)))
+    return out
+
+
+def _part_orders(at: RecordOrder, rows: list[int] | None, values: list[bytes | None]) -> list[RecordOrder]:
+    """The header of each part of a message: the indexes of its own rows (``rows``: the message's,
+    None: all of the entry's, in order) and of its moved rows."""
+    if len(values) == 1:
+        return [replace(at, rows=None if rows is None else tuple(rows))]
+    out, start = [], 0
+    for value in values:
+        count = len(json.loads(value or b"{}").get("data") or [])
+        indexes = tuple(rows[start : start + count] if rows is not None else range(start, start + count))
+        out.append(replace(at, rows=indexes, moved=tuple(k for k in at.moved if k in indexes)))
+        start += count
     return out
 
 

@@ -25,18 +25,21 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class MQOptions:
-    """``canal.mq.flatMessage``, ``canal.mq.database.hash``, the transaction-entry filter and the
-    producer's ``max.request.size``.
+    """``canal.mq.flatMessage``, ``canal.mq.database.hash``, the transaction-entry filter, the
+    producer's ``max.request.size`` and ``canal.mq.partitionOrder``.
 
     ``filter_transaction_entry`` is ``canal.instance.filter.transaction.entry`` when that key is
     set, else True: Canal's MQ default differs from its TCP default (false). ``max_request_size``
     (None: no limit) splits a larger record across several (:mod:`pycanal.mq.split`).
+    ``partition_order`` (``canal.mq.partitionOrder``, pycanal's) copies DDL to every partition of a
+    hashed topic and marks the records so a consumer can order the partitions (:mod:`pycanal.mq.order`).
     """
 
     flat_message: bool = True
     database_hash: bool = True
     filter_transaction_entry: bool = True
     max_request_size: int | None = None
+    partition_order: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ __all__ = [
     "split_flat",
     "split_packet",
     "value_limit",
+    "with_row_prop",
 ]
 
 log = logging.getLogger(__name__)
@@ -198,21 +199,20 @@ def _cut_entry(entry: bytes, room: int) -> list[bytes]:
     if len(rows) < 2:
         raise RowTooLarge(_where(entry), _field_size(entry), room + _PART_OVERHEAD)
     # Room for what surrounds the rows: the entry's fields, the change's, their lengths, the prop.
-    frame = (
-        _field_size(_with_row_prop(head, len(rows))) + len(change_head) + len(change_tail) + len(tail) + 16
-    )
+    frame = _field_size(with_row_prop(head, len(rows))) + len(change_head) + len(change_tail) + len(tail) + 16
     out: list[bytes] = []
     for start, end in _groups([_field_size(r) for r in rows], room - frame):
         store = change_head + b"".join(field_bytes(_TAG_ROWS, r) for r in rows[start:end]) + change_tail
-        out.append((_with_row_prop(head, start) if start else head) + field_bytes(_TAG_STORE, store) + tail)
+        out.append((with_row_prop(head, start) if start else head) + field_bytes(_TAG_STORE, store) + tail)
     return out
 
 
-def _with_row_prop(head: bytes, row: int) -> bytes:
-    """An entry's fields before ``storeValue`` with :data:`ROW_PROP` added to its header's props."""
+def with_row_prop(head: bytes, row: int, *more: tuple[str, str]) -> bytes:
+    """An entry's fields before ``storeValue`` with :data:`ROW_PROP` (and ``more`` props) added to
+    its header's props."""
     before, headers, after = split_around(head, _ENTRY_HEADER)
-    header = (headers[0] if headers else b"") + field_bytes(_TAG_PROPS, pair(ROW_PROP, str(row)))
-    return before + field_bytes(_TAG_HEADER, header) + after
+    props = b"".join(field_bytes(_TAG_PROPS, pair(k, v)) for k, v in ((ROW_PROP, str(row)), *more))
+    return before + field_bytes(_TAG_HEADER, (headers[0] if headers else b"") + props) + after
 
 
 def row_prop(header: pb.Header) -> int | None:

@@ -247,6 +247,7 @@ def kafka_options(kafka: str, topic: str = "", topic_pattern: str = "") -> dict[
         # A server with canal.mq.transaction = true leaves aborted records in its topics: they
         # are skipped (and a topic without transactions reads the same).
         "kafka.isolation.level": "read_committed",
+        "includeHeaders": "true",  # pycanal.order: how a topic's partitions are merged
     }
     if topic:
         names = topic.split(",")

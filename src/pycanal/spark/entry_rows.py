@@ -253,6 +253,7 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
                         yield run
                 elif is_ddl(change.sql):
                     session = change.ddlSchemaName or None
+                    b.start_at(h.logfileName, h.logfileOffset)  # a DDL is an event of its own
                     yield from b.ddl_runs(change.sql, session, 0, h.logfileName, h.logfileOffset,
                                           h.executeTime // 1000)  # fmt: skip
                     b.gtid = None

@@ -11,19 +11,19 @@ record's, ``file`` ``kafka:<topic>:<partition>`` and ``offset`` the record's off
 transaction's GTID (null), the DDL's session database (the table's), and a before image's columns
 an UPDATE did not change (taken from the after image, as they are equal).
 
-Only partition 0 of a topic is read: records of several partitions have no order between them (a
-table's DDL goes to partition 0, its rows to the partition of their hash: alibaba/canal#1731), so a
-record of another partition fails the query (``RowsError``) rather than apply changes out of order.
-
-A server's delivery is at least once: after a failed send it sends the batch again, so a topic can
-hold a change twice, the copy after later changes (an UPDATE's old image after an ALTER). A table's
-protobuf rows come from one topic, in binlog order but for such copies: ``Resends`` drops each row
-at or before the last binlog position its table has had (flat messages carry none).
+A topic of one partition is read as it is. Several partitions (``canal.mq.partitionHash``) have no
+order between them in Canal's records (a table's DDL goes to partition 0, its rows to the partition
+of their hash: alibaba/canal#1731): a record of a partition other than 0 must carry pycanal's
+``pycanal.order`` header (``canal.mq.partitionOrder``, :mod:`pycanal.mq.order`: DDL copied to every
+partition, a flat message's binlog position), else it fails the query (``RowsError``). Each row
+leaves the executors with its topic, partition and how many copies of it the partitions carry (a
+DDL's, a key update's: ``ORDER_COLUMNS``); the driver merges the partitions by binlog position and
+holds rows back behind a DDL or key update whose copies have not all come (:mod:`.kafka_order`),
+and drops a server's resent copies there.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from functools import partial
 from json.encoder import encode_basestring as _jstr  # = json.dumps(str, ensure_ascii=False)
@@ -32,20 +32,26 @@ from typing import Any
 
 import pyarrow as pa
 
-from pycanal.common.files import write_atomically
 from pycanal.mq.consumer import decode_record
 from pycanal.mq.flat import FlatMessage
+from pycanal.mq.order import ORDER_HEADER, RecordOrder, is_moved, read_order
 from pycanal.parse.ddl import is_ddl
 
-from .batch import position_order
 from .entry_rows import EntryRows
-from .rows import ROW_SCHEMA, Builder, RowsError, RowSource, Run
+from .kafka_order import ORDER_COLUMNS, ORDER_SCHEMA, KafkaOrder
+from .rows import ROW_SCHEMA, Builder, RowsError, RowSource, Run, run_batches
 
-__all__ = ["KafkaApplier", "KafkaRows", "Resends", "kafka_changes", "kafka_file"]
+__all__ = ["KafkaApplier", "KafkaRows", "decode_batches", "kafka_changes", "kafka_file"]
 
-# (topic, partition, offset, value) of one record
-Record = tuple[str, int, int, "bytes | None"]
+# (topic, partition, offset, value[, headers]) of one record
+Record = tuple[Any, ...]
+Headers = list[tuple[str, "bytes | None"]]
 _ROW_OPS = ("INSERT", "UPDATE", "DELETE")
+_OUT_SCHEMA = (
+    ROW_SCHEMA
+    + ", "
+    + ", ".join(f"{name} {kind}" for name, kind in zip(ORDER_COLUMNS, ("STRING", "INT", "INT"), strict=True))
+)
 
 
 def kafka_file(topic: str, partition: int) -> str:
@@ -62,26 +68,57 @@ class KafkaRows(RowSource[Record]):
         self._b = Builder(None, None, None)  # flat messages' row numbering
 
     def _runs(self, records: Iterable[Record]) -> Iterator[Run]:
-        for topic, partition, offset, value in records:
-            if partition != 0:
-                raise RowsError(
-                    f"topic {topic!r} partition {partition}: pycanal pipeline --kafka reads a topic's "
-                    "partition 0 alone (canal.mq.partitionsNum 1, no canal.mq.partitionHash): the records "
-                    "of several partitions have no order between them (docs/spark.md)"
-                )
-            message = decode_record(topic, partition, offset, value)
-            if message.flat is not None:
-                yield from self._flat(kafka_file(topic, partition), offset, message.flat)
-            elif message.entries:
-                yield from self._entries._runs(message.entries)  # the same rows as format("canal")
+        for record in records:
+            yield from (run for run, _ in self.record_runs(record))
 
-    def _flat(self, file: str, offset: int, msg: FlatMessage) -> Iterator[Run]:
+    def record_runs(self, record: Record) -> list[tuple[Run, int | None]]:
+        """One record's runs, each with the copies of its rows the partitions carry (its
+        ``pycanal.order`` header's partition count for a DDL, 2 for a moved row, else None)."""
+        topic, partition, offset, value = record[:4]
+        headers: Headers | None = record[4] if len(record) > 4 else None
+        try:
+            order = read_order(headers)
+        except ValueError as exc:
+            raise RowsError(f"topic {topic!r} partition {partition} offset {offset}: {exc}") from None
+        if order is None and partition != 0:
+            raise RowsError(
+                f"topic {topic!r} partition {partition}: a record without the {ORDER_HEADER} header: "
+                "pycanal pipeline --kafka reads a topic's partitions other than 0 only from a pycanal "
+                "server with canal.mq.partitionOrder = true (DDL copied to every partition, records "
+                "marked with their binlog position; docs/spark.md)"
+            )
+        message = decode_record(topic, partition, offset, value)
+        if message.flat is not None:
+            return list(self._flat(kafka_file(topic, partition), offset, message.flat, order))
+        if order is None:
+            return [(run, None) for run in self._entries._runs(message.entries)]  # format("canal")'s rows
+        out: list[tuple[Run, int | None]] = []
+        for entry in message.entries:
+            copies = 2 if is_moved(entry.header.props) else None
+            out += [
+                (run, order.partitions if run.op == "DDL" else copies) for run in self._entries._runs([entry])
+            ]
+        return out
+
+    def _flat(
+        self, file: str, offset: int, msg: FlatMessage, order: RecordOrder | None
+    ) -> Iterator[tuple[Run, int | None]]:
         seconds = (msg.es or 0) // 1000
+        if order is not None and order.file is not None and order.offset is not None:
+            file, offset = order.file, order.offset  # the entry's binlog position
+            self._b.start_at(file, offset)
         if msg.type in _ROW_OPS and not msg.is_ddl:
             if msg.data:
-                yield self._rows(file, offset, seconds, msg)
+                run = self._rows(file, offset, seconds, msg)
+                if order is None or not order.rows:
+                    yield run, None
+                    return
+                for part in _at_rows(run, order.rows, order.moved):
+                    yield part, 2 if part.row in order.moved else None
         elif msg.sql and is_ddl(msg.sql):
-            yield from self._b.ddl_runs(msg.sql, msg.database or None, 0, file, offset, seconds)
+            copies = None if order is None else order.partitions
+            for run in self._b.ddl_runs(msg.sql, msg.database or None, 0, file, offset, seconds):
+                yield run, copies
 
     def _rows(self, file: str, offset: int, seconds: int, msg: FlatMessage) -> Run:
         op, data = msg.type or "", msg.data or []
@@ -128,98 +165,70 @@ def _value_sql_type(mysql_type: str, sql_type: int) -> int:
     return sql_type
 
 
+def _at_rows(run: Run, rows: tuple[int, ...], moved: tuple[int, ...] = ()) -> Iterator[Run]:
+    """``run``'s rows numbered ``rows`` (their indexes in their entry, a partition's subset):
+    one run per stretch of consecutive indexes, a ``moved`` row one of its own."""
+    start = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or rows[i] != rows[i - 1] + 1 or rows[i] in moved or rows[i - 1] in moved:
+            yield run._replace(
+                pk=run.pk[start:i], before=run.before[start:i], after=run.after[start:i], row=rows[start]
+            )
+            start = i
+
+
 def _image(texts: dict[str, str]) -> str:
     """A row image's JSON text from its columns' JSON texts (as ``EntryRows`` joins them)."""
     return "{" + ",".join(_jstr(name) + ":" + text for name, text in texts.items()) + "}"
 
 
-def _decode(batches: Iterable[pa.RecordBatch], timezone: str) -> Iterator[pa.RecordBatch]:
+def decode_batches(
+    batches: Iterable[pa.RecordBatch], timezone: str = "UTC", rows_per_batch: int = 8192
+) -> Iterator[pa.RecordBatch]:
+    """What the executors run: batches of Spark's Kafka rows (``topic``, ``partition``, ``offset``,
+    ``value``, ``headers``) of one partition into change rows with ``ORDER_COLUMNS``."""
     rows = KafkaRows(timezone=timezone)
+    names = ("topic", "partition", "offset", "value", "headers")
     for batch in batches:
-        columns = (batch.column(name).to_pylist() for name in ("topic", "partition", "offset", "value"))
-        yield from rows.batches(zip(*columns, strict=True))
+        runs: list[Run] = []
+        extra: list[list[Any]] = [[], [], []]
+        for topic, partition, offset, value, headers in zip(
+            *(batch.column(name).to_pylist() for name in names), strict=True
+        ):
+            pairs = [(h["key"], h["value"]) for h in headers or ()]
+            for run, copies in rows.record_runs((topic, partition, offset, value, pairs)):
+                for column, v in zip(extra, (topic, partition, copies), strict=True):
+                    column.extend([v] * len(run.pk))
+                runs.append(run)
+        columns = [pa.array(v, f.type) for v, f in zip(extra, ORDER_SCHEMA, strict=True)]
+        start = 0
+        for out in run_batches(runs, rows_per_batch):
+            tags = [c.slice(start, out.num_rows) for c in columns]
+            start += out.num_rows
+            yield pa.RecordBatch.from_arrays([*out.columns, *tags], names=[*out.schema.names, *ORDER_COLUMNS])
 
 
 def kafka_changes(records: Any, timezone: str = "UTC") -> Any:
-    """The change rows (``ROW_SCHEMA``) of a DataFrame of Spark's Kafka source, decoded in the
-    executors: the records of one partition of a micro-batch are one task's, in offset order."""
-    return records.select("topic", "partition", "offset", "value").mapInArrow(
-        partial(_decode, timezone=timezone), ROW_SCHEMA
+    """The change rows (``ROW_SCHEMA`` and ``ORDER_COLUMNS``) of a DataFrame of Spark's Kafka
+    source (with its headers), decoded in the executors: the records of one partition of a
+    micro-batch are one task's, in offset order."""
+    return records.select("topic", "partition", "offset", "value", "headers").mapInArrow(
+        partial(decode_batches, timezone=timezone), _OUT_SCHEMA
     )
 
 
 class KafkaApplier:
     """``foreachBatch`` over Spark's Kafka source: a micro-batch's records decoded in the executors
-    (``kafka_changes``), a server's resent copies dropped (``Resends``), the rest applied by
-    ``applier`` (a ``ChangeApplier``: exactly once by batch id)."""
+    (``kafka_changes``), put in order with the rows held back before (``KafkaOrder``: resent copies
+    dropped, partitions merged, DDL copies applied once), the rows ready applied by ``applier`` (a
+    ``ChangeApplier``: exactly once by batch id)."""
 
     def __init__(self, applier: Any, lake: str | Path, *, dataframe: bool = False, timezone: str = "UTC"):
         self.applier, self.dataframe, self.timezone = applier, dataframe, timezone
-        self.resends = Resends(lake)
+        self.order = KafkaOrder(lake)
 
     def __call__(self, records: Any, batch_id: int) -> None:
-        rows = self.resends.drop(kafka_changes(records, self.timezone).toArrow())
+        rows, state = self.order.step(kafka_changes(records, self.timezone).toArrow(), batch_id)
         batch = records.sparkSession.createDataFrame(rows, ROW_SCHEMA) if self.dataframe else rows
         self.applier(batch, batch_id)
-        if rows.num_rows:
-            self.resends.save(batch_id, rows)
-
-
-class Resends:
-    """The last binlog position of each table's rows in the lake ``lake``'s change log (kept in
-    ``_pycanal/kafka-positions.json`` with the batch it is as of, brought up to the change log's
-    last batch when made): ``drop`` takes a server's resent copies out of a micro-batch's rows, the
-    same ones on a replay of the batch, ``save`` records the batch once applied."""
-
-    def __init__(self, lake: str | Path) -> None:
-        self.path = Path(lake) / "_pycanal" / "kafka-positions.json"
-        saved = json.loads(self.path.read_text()) if self.path.exists() else {"batch": -1, "tables": {}}
-        self.batch: int = saved["batch"]
-        self.last: dict[str, tuple[str, int, int]] = {k: tuple(v) for k, v in saved["tables"].items()}
-        from .changelog import ChangeLog  # the driver's (the executors import this module too)
-
-        changelog = ChangeLog(lake)
-        last = changelog.last_batch()
-        if last is not None and last > self.batch:
-            self._keep(changelog.read(self.batch, last))
-            self.batch = last
-
-    def _scan(self, rows: pa.Table) -> tuple[list[bool], dict[str, tuple[str, int, int]]]:
-        """Which rows are new (protobuf rows after their table's last position, flat rows all),
-        and the tables' last positions with them."""
-        last = dict(self.last)
-        position = rows["position"].combine_chunks()
-        columns = [rows[c].to_pylist() for c in ("database", "table")]
-        columns += [position.field(f).to_pylist() for f in ("file", "offset", "row")]
-        new = []
-        for database, table, file, offset, row in zip(*columns, strict=True):
-            if file.startswith("kafka:"):
-                new.append(True)
-                continue
-            name = f"{database}.{table}"
-            at = (file, offset, row)
-            seen = last.get(name)
-            fresh = seen is None or _order(at) > _order(seen)
-            new.append(fresh)
-            if fresh:
-                last[name] = at
-        return new, last
-
-    def drop(self, rows: pa.Table) -> pa.Table:
-        """``rows`` (one micro-batch's, in record order) without the copies."""
-        new, _ = self._scan(rows)
-        return rows if all(new) else rows.filter(pa.array(new, pa.bool_()))
-
-    def _keep(self, rows: pa.Table) -> None:
-        self.last = self._scan(rows)[1]
-
-    def save(self, batch_id: int, rows: pa.Table) -> None:
-        """``rows`` (``drop``'s) are batch ``batch_id``'s, applied."""
-        self._keep(rows)
-        self.batch = batch_id
-        state = {"batch": batch_id, "tables": self.last}
-        write_atomically(self.path, json.dumps(state).encode())
-
-
-def _order(at: tuple[str, int, int]) -> tuple[str, int, int, int]:
-    return (*position_order(at[0], at[1]), at[2])
+        self.order.save(batch_id, state)

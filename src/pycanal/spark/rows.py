@@ -220,6 +220,11 @@ class Builder:
         self._next += n
         return row
 
+    def start_at(self, file: str, offset: int) -> None:
+        """Number the next rows at (file, offset) from 0: a record that names its position (a flat
+        message's ``pycanal.order`` header) numbers its rows the same when it is sent again."""
+        self._at, self._next = (file, offset), 0
+
     def wanted(self, schema: str | None, table: str | None) -> bool:
         return self.accepts is None or self.accepts.accepts(schema, table)
 
