@@ -22,7 +22,7 @@ The modes alternate for ``--repeat`` rounds; the medians count, with each run li
 against the goals of issue 39: flat >= 30k rows/s, protobuf >= 1.3x flat, transactional >= 0.8x
 at least once, and pycanal / Canal per format. One JSON object on stdout; progress on stderr.
 
-    .venv/bin/python bench/mq.py [--events 15000] [--repeat 3] [--skip-canal]
+    .venv/bin/python bench/mq.py [--events 15000] [--repeat 3] [--skip-canal] [--profile DIR]
 
 Not here yet: Spark from Kafka into the lake against the TCP pipeline (``pycanal pipeline
 --kafka``).
@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -148,7 +149,9 @@ def pycanal_conf(root: Path, db: PrivateMariaDB, start: tuple[str, int], kafka: 
 
 
 def run(mode: str, db: PrivateMariaDB, kafka: PrivateKafka, start: tuple[str, int], rows: int, tmp: Path,
-        timeout: float) -> dict[str, Any]:  # fmt: skip
+        timeout: float, profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """One run of ``mode``: its rates and the server's CPU seconds (its process tree) over the run;
+    with ``profile``, a py-spy profile of a pycanal server there."""
     kind, flat, transaction = MODES[mode]
     topic = f"bench-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
     kafka.create_topic(topic, 1)
@@ -158,9 +161,16 @@ def run(mode: str, db: PrivateMariaDB, kafka: PrivateKafka, start: tuple[str, in
         with (tmp / f"{topic}.log").open("wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "pycanal.cli", "server", "--conf", str(conf)],
                                     stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        spy = servers.profile_of(proc.pid, profile / f"{mode}.txt") if profile is not None else None
         try:
-            return consume(kafka, topic, rows, started, timeout)
+            return {
+                **consume(kafka, topic, rows, started, timeout),
+                "server_cpu_s": servers.usage(proc.pid)["cpu_s"],
+            }
         finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(60)
             proc.terminate()
             proc.wait(30)
     from pycanal.testing.canal import PrivateCanal
@@ -174,7 +184,11 @@ def run(mode: str, db: PrivateMariaDB, kafka: PrivateKafka, start: tuple[str, in
         quick_start=False, jvm_args=servers.CANAL_HEAP, timezone="UTC", log_level="WARN",
     )  # fmt: skip
     with canal:
-        return consume(kafka, topic, rows, started, timeout)
+        assert canal.pid is not None
+        return {
+            **consume(kafka, topic, rows, started, timeout),
+            "server_cpu_s": servers.usage(canal.pid)["cpu_s"],
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--skip-canal", action="store_true", help="no Canal 1.1.7 runs")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a run may take")
+    ap.add_argument("--profile", type=Path, help="py-spy profiles of the pycanal servers here (GIL holder)")
     args = ap.parse_args(argv)
     modes = [m for m in MODES if not (args.skip_canal and MODES[m][0] == "canal")]
     load_start = os.getloadavg()
@@ -201,16 +216,17 @@ def main(argv: list[str] | None = None) -> int:
             start, rows = (work["file"].name, 4), work["rows"]
             for round_ in range(args.repeat):
                 for mode in modes:
-                    res = run(mode, db, kafka, start, rows, tmp, args.timeout)
+                    res = run(mode, db, kafka, start, rows, tmp, args.timeout, args.profile)
                     runs[mode].append(res)
                     log(
-                        f"round {round_ + 1}: {mode} {res['rows_per_s']:,} rows/s (start-up {res['startup_s']} s)"
+                        f"round {round_ + 1}: {mode} {res['rows_per_s']:,} rows/s (start-up {res['startup_s']} s, "
+                        f"server CPU {res['server_cpu_s']} s)"
                     )
     result: dict[str, Any] = {"rows": rows, "sysbench_rows_per_s": work["sysbench"]["rows_per_s"]}
     for mode, rs in runs.items():
         rates = [r["rows_per_s"] for r in rs]
         result[mode] = {"rows_per_s_median": round(statistics.median(rates)), "rows_per_s": rates,
-                        "startup_s": [r["startup_s"] for r in rs]}  # fmt: skip
+                        "startup_s": [r["startup_s"] for r in rs], "server_cpu_s": [r["server_cpu_s"] for r in rs]}  # fmt: skip
 
     def ratio(a: str, b: str) -> float | None:
         if a not in result or b not in result:
