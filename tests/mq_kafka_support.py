@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from pycanal.mq import MQDestination, MQOptions, build_records
 from pycanal.mq.flat import FlatMessage
@@ -293,3 +294,66 @@ def check_partitions(
             assert [(r.partition, r.value) for r in rebuilt] == [(rec.partition, value)], rec
         checked += 1
     return checked
+
+
+def row_count(entries: Iterable[bytes | pb.Entry]) -> int:
+    """The row changes (INSERT/UPDATE/DELETE rows, no DDL) of a batch's entries."""
+    n = 0
+    for raw in entries:
+        entry = raw if isinstance(raw, pb.Entry) else pb.Entry.FromString(raw)
+        if entry.entryType == pb.ROWDATA:
+            change = pb.RowChange.FromString(entry.storeValue)
+            if not change.isDdl and change.eventType in (pb.INSERT, pb.UPDATE, pb.DELETE):
+                n += len(change.rowDatas)
+    return n
+
+
+Built = tuple[int, list[Any], bool, int, list[Any]]  # batch id, entries, raw, ts, its records
+
+
+def recorded_run(
+    conf: Path, work: Workload, sender: Callable[[Mapping[str, Any]], Any], builder: Callable[..., list[Any]]
+) -> tuple[list[Built], Any]:
+    """The server of ``conf`` in this process with an MQ starter whose sender is ``sender(config)``:
+    ``work.mixed()`` written, every batch's records recorded as ``builder`` built them, until the
+    acked batches hold all of the workload's rows (none failed). The batches and the config."""
+    from pycanal.deployer import Deployer
+    from pycanal.deployer.mq import mq_options
+    from pycanal.mq.starter import MQStarter
+
+    built: list[Built] = []
+
+    def recording(batch_id, entries, raw, dest, options, ts):  # type: ignore[no-untyped-def]
+        records = builder(batch_id, entries, raw, dest, options, ts)
+        built.append((batch_id, list(entries), raw, ts, records))
+        return records
+
+    deployer = Deployer(conf)
+    cfg = deployer.config
+    starter = MQStarter(
+        deployer.server,
+        {},
+        mq_options(cfg),
+        lambda _d: sender(cfg),
+        batch_size=cfg["canal.mq.canalBatchSize"],
+        get_timeout_ms=cfg["canal.mq.canalGetTimeout"],
+        builder=recording,
+    )
+    deployer.attach_mq(starter)
+    deployer.start()
+    try:
+        work.mixed()
+        expected = sum(work.rows.values())
+        wait_for(
+            f"{expected} row changes in acked batches",
+            lambda: (
+                starter.stats()["shop"].batches == len(built)
+                and sum(row_count(b[1]) for b in built) >= expected
+            ),
+        )
+        stats = starter.stats()["shop"]
+    finally:
+        deployer.stop()
+    assert stats.failures == 0, stats.last_error
+    assert sum(row_count(b[1]) for b in built) == expected
+    return built, cfg

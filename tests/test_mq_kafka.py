@@ -20,7 +20,6 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,6 +30,7 @@ from mq_kafka_support import (
     check_partitions,
     flat_rows,
     proto_rows,
+    recorded_run,
     replay,
     wait_for,
     write_conf,
@@ -42,7 +42,6 @@ from pycanal.mq import build_records
 from pycanal.mq.consumer import decode_record
 from pycanal.mq.producer import KafkaSender
 from pycanal.mq.starter import MQStarter
-from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing._process import free_port
 from pycanal.testing.kafka import PrivateKafka
@@ -52,17 +51,6 @@ pytestmark = pytest.mark.mariadb
 
 def _suffix() -> str:
     return uuid.uuid4().hex[:8]
-
-
-def _row_count(entries: list[Any]) -> int:
-    n = 0
-    for raw in entries:
-        entry = raw if isinstance(raw, pb.Entry) else pb.Entry.FromString(raw)
-        if entry.entryType == pb.ROWDATA:
-            change = pb.RowChange.FromString(entry.storeValue)
-            if not change.isDdl and change.eventType in (pb.INSERT, pb.UPDATE, pb.DELETE):
-                n += len(change.rowDatas)
-    return n
 
 
 # ---------------------------------------------------------------------------------- in process
@@ -116,42 +104,8 @@ def test_topics_hold_exactly_the_built_records(
     for name in topics:
         kafka.create_topic(name, partitions)
 
-    built: list[tuple[int, list[Any], bool, int, list[Any]]] = []
-
-    def recording(batch_id, entries, raw, dest, options, ts):  # type: ignore[no-untyped-def]
-        records = build_records(batch_id, entries, raw, dest, options, ts)
-        built.append((batch_id, list(entries), raw, ts, records))
-        return records
-
-    deployer = Deployer(conf)
-    cfg = deployer.config
-    producer = kafka_config(cfg)
-    starter = MQStarter(
-        deployer.server,
-        {},
-        mq_options(cfg),
-        lambda _d: KafkaSender(producer),
-        batch_size=cfg["canal.mq.canalBatchSize"],
-        get_timeout_ms=cfg["canal.mq.canalGetTimeout"],
-        builder=recording,
-    )
-    deployer.attach_mq(starter)
-    deployer.start()
-    try:
-        work.mixed()
-        expected = sum(work.rows.values())
-        wait_for(
-            f"{expected} row changes in acked batches",
-            lambda: (
-                starter.stats()["shop"].batches == len(built)
-                and sum(_row_count(b[1]) for b in built) >= expected
-            ),
-        )
-        stats = starter.stats()["shop"]
-    finally:
-        deployer.stop()
-    assert stats.failures == 0, stats.last_error
-    assert sum(_row_count(b[1]) for b in built) == expected
+    built, cfg = recorded_run(conf, work, lambda cfg: KafkaSender(kafka_config(cfg)), build_records)
+    expected = sum(work.rows.values())
     want: dict[tuple[str, int], list[bytes | None]] = {}
     for *_, records in built:
         for r in records:

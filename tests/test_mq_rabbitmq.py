@@ -25,7 +25,17 @@ from typing import Any
 
 import pytest
 
-from mq_kafka_support import PYCANAL, Server, Workload, flat_rows, proto_rows, replay, wait_for, write_conf
+from mq_kafka_support import (
+    PYCANAL,
+    Server,
+    Workload,
+    flat_rows,
+    proto_rows,
+    recorded_run,
+    replay,
+    wait_for,
+    write_conf,
+)
 from pycanal.deployer import Deployer
 from pycanal.deployer.mq import mq_destination, mq_options, rabbitmq_config
 from pycanal.mq import build_records
@@ -66,17 +76,6 @@ def _read(rabbit: PrivateRabbitMQ, queue: str) -> list[Any]:
         return [SimpleNamespace(value=m.body) for m in rabbit.messages(queue)]
     except Exception:  # noqa: BLE001 - not declared yet, or the broker restarting
         return []
-
-
-def _row_count(entries: list[Any]) -> int:
-    n = 0
-    for raw in entries:
-        entry = raw if isinstance(raw, pb.Entry) else pb.Entry.FromString(raw)
-        if entry.entryType == pb.ROWDATA:
-            change = pb.RowChange.FromString(entry.storeValue)
-            if not change.isDdl and change.eventType in (pb.INSERT, pb.UPDATE, pb.DELETE):
-                n += len(change.rowDatas)
-    return n
 
 
 # ---------------------------------------------------------------------------------- settings
@@ -131,42 +130,10 @@ def test_queue_holds_exactly_the_built_messages(
             "canal.mq.partitionHash": "pycanal\\\\..*:$pk$",
         },
     )
-    built: list[tuple[int, list[Any], bool, int, list[Any]]] = []
-
-    def recording(batch_id, entries, raw, dest, options, ts):  # type: ignore[no-untyped-def]
-        records = build_rabbitmq_records(batch_id, entries, raw, dest, options, ts)
-        built.append((batch_id, list(entries), raw, ts, records))
-        return records
-
-    deployer = Deployer(conf)
-    cfg = deployer.config
-    settings = rabbitmq_config(cfg)
-    starter = MQStarter(
-        deployer.server,
-        {},
-        mq_options(cfg),
-        lambda _d: RabbitMQSender(settings),
-        batch_size=cfg["canal.mq.canalBatchSize"],
-        get_timeout_ms=cfg["canal.mq.canalGetTimeout"],
-        builder=recording,
+    built, cfg = recorded_run(
+        conf, work, lambda cfg: RabbitMQSender(rabbitmq_config(cfg)), build_rabbitmq_records
     )
-    deployer.attach_mq(starter)
-    deployer.start()
-    try:
-        work.mixed()
-        expected = sum(work.rows.values())
-        wait_for(
-            f"{expected} row changes in acked batches",
-            lambda: (
-                starter.stats()["shop"].batches == len(built)
-                and sum(_row_count(b[1]) for b in built) >= expected
-            ),
-        )
-        stats = starter.stats()["shop"]
-    finally:
-        deployer.stop()
-    assert stats.failures == 0, stats.last_error
-    assert sum(_row_count(b[1]) for b in built) == expected
+    expected = sum(work.rows.values())
     messages = rabbitmq.messages(queue)
     assert [m.body for m in messages] == [r.value for *_, records in built for r in records]
     assert {(m.exchange, m.routing_key, m.delivery_mode, m.content_type) for m in messages} == {
