@@ -54,6 +54,21 @@ def _suffix() -> str:
     return uuid.uuid4().hex[:8]
 
 
+def _conf(
+    tmp_path: Path, db: PrivateMariaDB, start: tuple[str, int], work: Workload, *, canal: dict, instance: dict
+) -> Path:
+    """A conf dir in rabbitMQ mode (``canal`` holds ``_rabbit_keys``) for the workload's tables."""
+    return write_conf(
+        tmp_path / "conf",
+        db,
+        start,
+        bootstrap="unused:9092",
+        tables=work.regex,
+        canal=canal,
+        instance=instance,
+    )
+
+
 def _rabbit_keys(rabbit: PrivateRabbitMQ, queue: str, **more: str) -> dict[str, str]:
     """canal.properties of rabbitMQ mode: pycanal declares ``queue`` and binds it to a direct
     exchange with the routing key ``queue`` (the destination's topic)."""
@@ -117,12 +132,11 @@ def test_queue_holds_exactly_the_built_messages(
     start = mariadb.current_binlog()
     work.create()
     # partitionHash is set and ignored, as by Canal's RabbitMQ producer.
-    conf = write_conf(
-        tmp_path / "conf",
+    conf = _conf(
+        tmp_path,
         mariadb,
         start,
-        bootstrap="unused:9092",
-        tables=work.regex,
+        work,
         canal={**_rabbit_keys(rabbitmq, queue), "canal.mq.flatMessage": str(flat).lower()},
         instance={
             "canal.mq.topic": queue,
@@ -171,12 +185,11 @@ def test_dynamic_topics_are_routing_keys_of_the_default_exchange(
         rabbitmq.declare_queue(queue)
     keys = {k: v for k, v in _rabbit_keys(rabbitmq, default).items() if not k.startswith("rabbitmq.")}
     keys |= {"rabbitmq.host": rabbitmq.url}  # user and password from the URI
-    conf = write_conf(
-        tmp_path / "conf",
+    conf = _conf(
+        tmp_path,
         mariadb,
         start,
-        bootstrap="unused:9092",
-        tables=work.regex,
+        work,
         canal=keys,
         instance={"canal.mq.topic": default, "canal.mq.dynamicTopic": "pycanal\\\\..*"},
     )
@@ -237,12 +250,11 @@ def test_server_kill9_mid_stream_loses_nothing(
     work = Workload(mariadb, sfx, seed=11)
     start = mariadb.current_binlog()
     work.create()
-    conf = write_conf(
-        tmp_path / "conf",
+    conf = _conf(
+        tmp_path,
         mariadb,
         start,
-        bootstrap="unused:9092",
-        tables=work.regex,
+        work,
         canal={
             **_rabbit_keys(rabbitmq, queue),
             "canal.mq.flatMessage": "false",
@@ -285,12 +297,11 @@ def test_broker_kill9_mid_stream_loses_nothing(
     work = Workload(mariadb, sfx, seed=19)
     start = mariadb.current_binlog()
     work.create()
-    conf = write_conf(
-        tmp_path / "conf",
+    conf = _conf(
+        tmp_path,
         mariadb,
         start,
-        bootstrap="unused:9092",
-        tables=work.regex,
+        work,
         canal={**_rabbit_keys(rabbitmq, queue), "canal.mq.canalBatchSize": 20},
         instance={"canal.mq.topic": queue},
     )
@@ -324,12 +335,11 @@ def test_wrong_password_is_one_line_and_nothing_acked(
     work = Workload(mariadb, sfx, seed=5)
     start = mariadb.current_binlog()
     work.create()
-    conf = write_conf(
-        tmp_path / "conf",
+    conf = _conf(
+        tmp_path,
         mariadb,
         start,
-        bootstrap="unused:9092",
-        tables=work.regex,
+        work,
         canal=_rabbit_keys(rabbitmq, queue, **{"rabbitmq.password": "not-the-password"}),
         instance={"canal.mq.topic": queue},
     )
