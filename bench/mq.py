@@ -207,8 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     with contextlib.redirect_stdout(sys.stderr), tempfile.TemporaryDirectory(prefix="pycanal-mq-") as tmp_s:
         tmp = Path(tmp_s)
-        db = PrivateMariaDB(extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M",
-                                        "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"])  # fmt: skip
+        db = oltp.source_db()
         with db, PrivateKafka() as kafka:
             common = [f"--tables={args.tables}", f"--table-size={args.table_size}"]
             oltp.sysbench(db, "oltp_write_only", "prepare", *common)

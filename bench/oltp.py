@@ -65,6 +65,13 @@ def log(msg: str) -> None:
 
 
 # --------------------------------------------------------------------------- the source
+def source_db() -> PrivateMariaDB:
+    """The sysbench source: room for its tables in memory, commits not flushed (the writer's rate
+    is the file's, not the disk's)."""
+    return PrivateMariaDB(extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M",
+                                      "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"])  # fmt: skip
+
+
 def sysbench(db: PrivateMariaDB, test: str, command: str, *args: str) -> str:
     exe = shutil.which("sysbench")
     if exe is None:
@@ -207,8 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()
     with contextlib.redirect_stdout(sys.stderr), tempfile.TemporaryDirectory(prefix="pycanal-oltp-") as tmp_s:
         tmp = Path(tmp_s)
-        db = PrivateMariaDB(extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M",
-                                        "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"])  # fmt: skip
+        db = source_db()
         with db, contextlib.ExitStack() as stack:
             common = [f"--tables={args.tables}", f"--table-size={args.table_size}"]
             log(

@@ -54,7 +54,7 @@ from .maintenance import Maintenance
 from .merge_source import OP, MergeSource
 from .rows import CHUNK, SNAPSHOT_DDL
 from .snapshot_ranges import ranged_key, snapshot_ranges
-from .tables import delta_columns, open_table, rewrite
+from .tables import open_table, rewrite
 
 __all__ = [
     "APP_ID",
@@ -423,7 +423,7 @@ class CurrentState:
             if name is not None and step is not None:
                 old, new = before.table(*name), self.model.table(*name)
                 if new is not None and (old is None or old.uid != new.uid):
-                    if not (old is None and new.primary_key and self._adopt(name, new, where)):
+                    if not (old is None and new.primary_key and self._adopt(name)):
                         self._retire(name, step)  # a stale table the model did not know
                     if new.primary_key:
                         self._open(*name, new)
@@ -474,25 +474,13 @@ class CurrentState:
                 self.on_step(step)
 
     # ------------------------------------------------------------------ table files
-    def _adopt(self, name: tuple[str, str], t: Table, where: str) -> bool:
-        """Whether the Delta table at ``name``'s path, which this apply never wrote, is one a user
-        made for it (Spark's ``CREATE TABLE`` before the pipeline started): kept and written from
-        now on. Its columns must include the model's, in order (others are the user's); a table
-        this apply wrote before the model knew the table is stale: False, it is retired."""
-        path = table_path(self.root, *name)
-        if not DeltaTable.is_deltatable(str(path)):
-            return False
-        dt = DeltaTable(str(path))
-        if dt.transaction_version(self.app_id) is not None:
-            return False
-        want = delta_columns(self._source(t).schema)
-        have = [c for c in delta_columns(pa.schema(dt.schema().to_arrow())) if c[0] in {n for n, _ in want}]
-        if have != want:
-            raise ApplyError(
-                f"{name[0]}.{name[1]} at {where}: the Delta table {path} (not written by pycanal) has columns "
-                f"{have} of the source's {want}; drop it, or create it with the source's columns"
-            )
-        return True
+    def _adopt(self, name: tuple[str, str]) -> bool:
+        """Whether the Delta table at ``name``'s path is one a user made for it (Spark's ``CREATE
+        TABLE`` before the pipeline started): this apply never wrote it, so it is kept and written
+        from now on (``open_table`` checks its columns and features); one this apply wrote before
+        the model knew the table is stale (False: it is retired)."""
+        path = str(table_path(self.root, *name))
+        return DeltaTable.is_deltatable(path) and DeltaTable(path).transaction_version(self.app_id) is None
 
     def _retire(self, name: tuple[str, str], step: int) -> None:
         self._retire_path(table_path(self.root, *name), step)

@@ -82,17 +82,16 @@ def rewrite(
     ``stmt`` at ``where``) to ``plan``'s definition in one commit (``commit``), unless it has those
     columns already; the warnings (a default only the server computes: existing rows get NULL)."""
     schema = plan.schema
-    before = {c.name for c in old.columns} if old is not None else set()
-    users = [f for f in pa.schema(dt.schema().to_arrow()) if old is not None and f.name not in before]
+    users = _user_columns(dt, old)
     if [c for c in _columns_of(dt) if c[0] not in {f.name for f in users}] == delta_columns(schema):
         return []
+    ours = {n.lower(): n for n in schema.names}
     for f in users:
-        for column in schema.names:
-            if column.lower() == f.name.lower():
-                raise ApplyError(
-                    f"{name} at {where}: the source's new column `{column}` is named as the column `{f.name}` "
-                    f"a user added to the current-state table {path}; rename or drop that one"
-                )
+        if f.name.lower() in ours:
+            raise ApplyError(
+                f"{name} at {where}: the source's new column `{ours[f.name.lower()]}` is named as the column "
+                f"`{f.name}` a user added to the current-state table {path}; rename or drop that one"
+            )
     data = read_rows(dt)
     sources = _column_sources(old, stmt)
     warnings, arrays = [], []
@@ -120,6 +119,15 @@ def rewrite(
         writer_properties=WRITER_PROPERTIES,
     )
     return warnings
+
+
+def _user_columns(dt: DeltaTable, old: Table | None) -> list[pa.Field]:
+    """The columns of ``dt`` a user added (not the model's ``old`` definition's); none where the
+    model had none (every column of the table is then taken for a stale one of pycanal's)."""
+    if old is None:
+        return []
+    model = {c.name for c in old.columns}
+    return [f for f in pa.schema(dt.schema().to_arrow()) if f.name not in model]
 
 
 def _column_sources(old: Table | None, stmt: AlterTable | None) -> dict[str, str]:
