@@ -365,3 +365,64 @@ def test_kill9_mid_stream_is_exactly_once_for_read_committed(
     )
     assert len(skipped) >= 2 and sum(skipped) > 0  # the restarts re-read committed entries
     assert "Traceback" not in text
+
+
+class _Queued(_OneBatch):
+    """An MQServer whose store holds three batches of one row change each: a rollback hands all
+    that was not acked out again, under new batch ids (as the store does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting, self.out, self.next_id = 3, [], 10
+
+    def get_without_ack(
+        self, client: Any, batch_size: int, timeout: float | None = None, unit: Any = None
+    ) -> Any:
+        if len(self.out) + len(self.acked) >= self.waiting:
+            return Message(-1, [], True)
+        self.next_id += 1
+        self.out.append(self.next_id)
+        return Message(self.next_id, [self.entry], True)
+
+    def ack(self, client: Any, batch_id: int) -> None:
+        assert batch_id == self.out.pop(0), "acked out of order"
+        self.acked.append(batch_id)
+
+    def rollback(self, client: Any, batch_id: int | None = None) -> None:
+        self.rolled_back.append(batch_id)
+        self.out.clear()
+
+
+class _FailingOnce:
+    def __init__(self) -> None:
+        self.sends: list[list[Record]] = []
+
+    def send(self, records: Any, mark: BatchMark | None = None) -> None:
+        self.sends.append(list(records))
+        if len(self.sends) == 1:
+            raise SendError("the broker went away", "t")
+
+    def abort(self) -> None:
+        pass
+
+    def close(self, timeout: float = 10.0) -> None:
+        pass
+
+
+def test_one_send_takes_the_batches_the_store_holds_and_a_failure_rolls_all_back() -> None:
+    """The worker sends a batch with those queued behind it in one send (one broker transaction),
+    acks each after it, and on a failure rolls every one of them back: none is acked unsent."""
+    server, sender = _Queued(), _FailingOnce()
+    starter = MQStarter(
+        server, {"shop": MQDestination("t")}, MQOptions(), lambda _d: sender, retry_initial=0.01
+    )
+    starter.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(server.acked) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        starter.stop()
+    assert [len(records) for records in sender.sends] == [3, 3]  # all three, twice
+    assert server.rolled_back == [None]  # every batch of the failed send
+    assert server.acked == [14, 15, 16]  # handed out again under new ids, acked in order

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pycanal.spark.jvm import make_class_archive
-from pycanal.spark.session import DRIVER_JAVA_OPTIONS, archive_options, class_archive
+from pycanal.spark.session import DRIVER_JAVA_OPTIONS, archive_options, class_archive, local_options
 
 pytestmark = pytest.mark.skipif(class_archive() is None, reason="no Java")
 
@@ -79,3 +79,18 @@ def test_a_made_archive_is_mapped_by_the_driver_jvm(tmp_path: Path) -> None:
     broken.write_bytes(os.urandom(1 << 16))
     failed = _session(tmp_path, broken)
     assert failed.returncode != 0
+
+
+def test_local_sessions_replay_and_list_in_as_many_tasks_as_threads() -> None:
+    """Delta's 50 tasks to rebuild a snapshot and Spark's up to 10,000 to list a table for VACUUM
+    are a cluster's: local[N] gets N (the first query after another writer's commits 10-20 s ->
+    1-2 s here); a cluster's master keeps Spark's and Delta's defaults."""
+    keys = (
+        "spark.databricks.delta.snapshotPartitions",
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism",
+    )
+    assert local_options("local[3]") == dict.fromkeys(keys, "3")
+    assert local_options("local[2,4]") == dict.fromkeys(keys, "2")
+    assert local_options("local") == dict.fromkeys(keys, "1")
+    assert local_options("local[*]") == dict.fromkeys(keys, str(os.cpu_count()))
+    assert local_options("spark://host:7077") == local_options(None) == local_options("yarn") == {}
