@@ -152,14 +152,15 @@ def cache_dir() -> Path:
 
 def class_archive(directory: str | Path | None = None) -> Path | None:
     """Where the driver JVM's class archive of this Java and pyspark lives (whether made or not,
-    ``pycanal.spark.jvm`` makes it); None without Java. Named after the jars' directory too: the
-    JVM maps an archive only for the class path it was made with (a second checkout's .venv)."""
+    ``pycanal.spark.jvm`` makes it); None without Java. Named after the jars' directory and their
+    sizes and times too: the JVM maps an archive only for the class path it was made with (a
+    second checkout's .venv, a .venv made again at the same path)."""
     java = _java()
     if java is None:
         return None
     release = java.parent.parent / "release"
     home = _spark_home()
-    jars = sorted((p.name, p.stat().st_size) for p in (home / "jars").glob("*.jar"))
+    jars = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in (home / "jars").glob("*.jar"))
     key = hashlib.sha256(
         repr((str(java), release.read_bytes() if release.exists() else b"", str(home), jars)).encode()
     ).hexdigest()[:16]
