@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mq_support import (
     FLAT_CASES,
@@ -189,6 +191,19 @@ def test_string_escaping(value: str, expected: bytes) -> None:
         assert b'"table":' + expected + b"," in msg.to_json()
     else:
         assert b'"table":"' + expected + b'",' in msg.to_json()
+
+
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=40)  # no lone surrogates: ESCAPES has those
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TEXT, _TEXT, st.integers(-(2**63), 2**63 - 1))
+def test_orjson_writes_the_stdlib_encoders_bytes(key: str, value: str, number: int) -> None:
+    # The stdlib's compact non-ASCII encoder wrote these messages before orjson: the oracle.
+    msg = FlatMessage(id=number, table=value, data=[{key: value, "n": None}], sql_type={key: 4})
+    expected = json.dumps(msg.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
+    assert msg.to_json() == expected
+    assert FlatMessage.from_json(expected) == msg
 
 
 def test_from_json_round_trip() -> None:

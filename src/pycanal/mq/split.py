@@ -30,6 +30,8 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+import orjson
+
 from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.protocol.wire import encode_varint, field_bytes, pair, split_around, varint_field
@@ -108,8 +110,11 @@ def _header_where(h: pb.Header) -> str:
 # ---------------------------------------------------------------------------------- flat
 def _json_size(value: object) -> int:
     """Bytes of ``value`` as :meth:`FlatMessage.to_json` writes it, or more (a lone surrogate)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return len(text.encode("utf-8", "surrogatepass"))
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # a lone surrogate
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return len(text.encode("utf-8", "surrogatepass"))
 
 
 def split_flat(msg: FlatMessage, limit: int, header: pb.Header) -> list[bytes]:
