@@ -32,10 +32,12 @@ once across restarts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -285,11 +287,13 @@ def _java_key(name: str) -> str:
 
 
 class _ClientLog:
-    """librdkafka's log lines into this module's logger, but a refused login's (one at each of its
-    reconnects) at DEBUG: the failed send says it once, with what to check."""
+    """librdkafka's log lines into this module's logger, but those of a refused login (one at each
+    of its reconnects) or a refused authorization at DEBUG: the failed send says it once, with what
+    to check."""
 
     def log(self, level: int, msg: str, *args: Any) -> None:
-        if args and args[0] == "FAIL" and "SASL authentication" in str(args[-1]):
+        text = str(args[-1]) if args else ""
+        if "SASL authentication error" in text or "authorization failed" in text:
             level = logging.DEBUG
         log.log(level, msg, *args)
 
@@ -335,8 +339,10 @@ class KafkaSender:
         self._partitions.clear()
         if client is not None:
             try:
-                client.purge()
-                client.close(0)
+                with warnings.catch_warnings():  # a failed client's close warns that it could not abort
+                    warnings.simplefilter("ignore")
+                    client.purge()
+                    client.close(0)
             except Exception:  # noqa: BLE001 - released either way
                 log.debug("closing the producer failed", exc_info=True)
 
@@ -374,7 +380,8 @@ class KafkaSender:
         """A :class:`SendError` saying what to check once the broker refused the login (the client
         is dropped until the next try)."""
         if self._client is not None:
-            self._client.poll(0)
+            with contextlib.suppress(Exception):  # a fatal client raises its error: the caller's
+                self._client.poll(0)
         if self._login_error is not None:
             mechanism = self.config.get("sasl.mechanism") or self.config.get("sasl.mechanisms") or "-"
             self._drop()
@@ -387,12 +394,17 @@ class KafkaSender:
                 topic,
             )
 
-    def _denied(self, err: Any) -> str | None:
-        """What an authorization error of the broker says the user lacks (None: not one)."""
+    def _denied(self, err: Any, reading: bool = False) -> str | None:
+        """What an authorization error of the broker says the user lacks (None: not one);
+        ``reading``: the marks read back (:class:`TransactionalKafkaSender`)."""
         from confluent_kafka import KafkaError
 
         needs = {
-            KafkaError.TOPIC_AUTHORIZATION_FAILED: "WRITE and DESCRIBE on the topic",
+            KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+                "READ on the topic (canal.mq.transaction reads its marks back)"
+                if reading
+                else "WRITE and DESCRIBE on the topic"
+            ),
             KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: (
                 f"WRITE and DESCRIBE on the transactional id {self.config.get('transactional.id')!r}"
             ),
@@ -400,6 +412,17 @@ class KafkaSender:
             KafkaError.GROUP_AUTHORIZATION_FAILED: "READ on its consumer group",
         }.get(err.code())
         return None if needs is None else f"{self._who} is not authorized: it needs {needs} ({err.str()})"
+
+    def _failure(self, where: str, err: Any, topic: str | None, reading: bool = False) -> SendError:
+        """The :class:`SendError` of a librdkafka error. An authorization error is not fatal to the
+        sender, though librdkafka's transactional client cannot go on after one: that client is
+        dropped and the next try makes another (the ACL may have been granted meanwhile)."""
+        denied = self._denied(err, reading)
+        if denied is None:
+            return SendError(f"{where}{err.str()}", topic, fatal=err.fatal())
+        if err.fatal():
+            self._drop()
+        return SendError(f"{where}{denied}", topic)
 
     def partitions(self, topic: str) -> int:
         """The topic's partition count from the broker (cached once known)."""
@@ -495,7 +518,7 @@ class KafkaSender:
         except KafkaException as exc:  # produce() refused: a fatal state (an idempotent producer)
             self._discard()
             topic = records[0].topic if records else None
-            raise SendError(exc.args[0].str(), topic, fatal=exc.args[0].fatal()) from None
+            raise self._failure("", exc.args[0], topic) from None
         except Exception:
             self._discard()
             raise
@@ -504,7 +527,7 @@ class KafkaSender:
             if failures:
                 err, msg = failures[0]
                 where = f"topic {msg.topic()!r} partition {msg.partition()}"
-                raise SendError(f"{where}: {self._denied(err) or err.str()}", msg.topic(), fatal=err.fatal())
+                raise self._failure(f"{where}: ", err, msg.topic())
             raise SendError(
                 f"{remaining} of {len(records)} records not delivered to {self.bootstrap_servers} "
                 f"within {self.delivery_timeout + 5.0:g}s",
@@ -701,9 +724,8 @@ class TransactionalKafkaSender(KafkaSender):
         self._initialized = False
         self._open = False
 
-    def _error(self, what: str, err: Any, topic: str | None) -> SendError:
-        text = self._denied(err) or err.str()
-        return SendError(f"{what} ({self.transactional_id}): {text}", topic, fatal=err.fatal())
+    def _error(self, what: str, err: Any, topic: str | None, reading: bool = False) -> SendError:
+        return self._failure(f"{what} ({self.transactional_id}): ", err, topic, reading)
 
     def _abort(self) -> None:
         from confluent_kafka import KafkaException
@@ -764,7 +786,7 @@ class TransactionalKafkaSender(KafkaSender):
                 }
             return found
         except KafkaException as exc:
-            raise self._error("reading the committed marks", exc.args[0], None) from None
+            raise self._error("reading the committed marks", exc.args[0], None, reading=True) from None
         finally:
             consumer.close()
 
