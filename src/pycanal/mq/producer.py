@@ -38,6 +38,7 @@ import math
 import re
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -318,8 +319,16 @@ class KafkaSender:
     def _connect(self) -> Any:
         from confluent_kafka import KafkaException, Producer
 
+        sender = weakref.ref(self)  # no cycle through the client: a sender is freed when dropped,
+        # never by a collection that may run in a forked child (the parser's), where freeing the
+        # client's threads crashes it
+
+        def on_error(err: Any) -> None:
+            if (alive := sender()) is not None:
+                alive._on_error(err)
+
         try:
-            return Producer({**self.config, "logger": _ClientLog(), "error_cb": self._on_error})
+            return Producer({**self.config, "logger": _ClientLog(), "error_cb": on_error})
         except KafkaException as exc:
             raise ProducerConfigError(self._config_error(exc.args[0].str())) from None
         except (TypeError, ValueError) as exc:
@@ -367,14 +376,12 @@ class KafkaSender:
 
     def _on_error(self, err: Any) -> None:
         """librdkafka's client-wide errors (served by poll and flush): a refused login is kept, so
-        that the send fails at once saying what to check instead of waiting out a timeout; the others
-        are logged as librdkafka does without this callback."""
+        that the send fails at once saying what to check instead of waiting out a timeout (the others
+        are dropped, as without this callback: the send that fails reports them)."""
         from confluent_kafka import KafkaError
 
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
             self._login_error = err.str()
-        else:
-            log.error("ERROR %s", err.str())
 
     def _check_login(self, topic: str | None) -> None:
         """A :class:`SendError` saying what to check once the broker refused the login (the client
