@@ -28,8 +28,10 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mq_kafka_support import PYCANAL, Server, Workload, flat_rows, recorded_run, wait_for, write_conf
+from mq_support import sample
 from pycanal.deployer.mq import kafka_config
-from pycanal.mq import build_records
+from pycanal.mq import MQDestination, MQOptions, build_records
+from pycanal.mq.consumer import decode_record
 from pycanal.mq.producer import KafkaSender, TransactionalKafkaSender
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing.kafka import SASL_MECHANISMS, PrivateKafka, jaas_quote
@@ -48,7 +50,7 @@ MODULES = {
 @pytest.fixture(scope="module")
 def secured() -> Iterator[PrivateKafka]:
     """One secured broker for this module; each test has users of its own, so ACLs do not mix."""
-    users = {"canal": ODD_PASSWORD, "txn": "", "denied": "", "late": "", "wrong": ""}
+    users = {"canal": ODD_PASSWORD, "txn": "", "denied": "", "late": "", "wrong": "", "reader": ""}
     with PrivateKafka(secured=True, users=users) as broker:
         yield broker
 
@@ -306,3 +308,68 @@ def test_untranslatable_jaas_line_stops_the_start_with_one_line(
     errors = [ln for ln in done.stderr.splitlines() if "kafka.sasl.jaas.config" in ln]
     assert len(errors) == 1 and needle in errors[0], done.stderr
     assert "Pw-9z" not in done.stderr + done.stdout and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------------------------- pycanal tail
+def _tail(
+    secured: PrivateKafka, topic: str, *config: str, limit: int = 1
+) -> subprocess.CompletedProcess[str]:
+    args = [*PYCANAL, "tail", "--kafka", secured.bootstrap_servers, "--topic", topic, "--limit", str(limit)]
+    for item in config:
+        args += ["--kafka-config", item]
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
+def test_tail_kafka_logs_in_with_canal_style_settings(secured: PrivateKafka) -> None:
+    topic = f"auth-tail-{_suffix()}"
+    secured.create_topic(topic)
+    records = build_records(7, sample(), False, MQDestination(topic), MQOptions(flat_message=True), 1)
+    producer = Producer(secured.client_config())
+    for r in records:
+        producer.produce(topic, r.value, partition=r.partition)
+    assert producer.flush(15) == 0
+    secured.grant("reader", "READ", topic=topic)
+    secured.grant("reader", "READ", group="pycanal-tail")
+    password = secured.passwords["reader"]
+    login = [
+        "kafka.security.protocol=SASL_PLAINTEXT",  # the kafka. prefix of canal.properties may stay
+        "sasl.mechanism=SCRAM-SHA-256",
+        f"sasl.jaas.config={MODULES['SCRAM-SHA-256']} required username=reader password={jaas_quote(password)};",
+    ]
+    rows = sum(decode_record(topic, 0, 0, r.value).row_count for r in records)
+    done = _tail(secured, topic, *login, limit=rows)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n") == [(r.value or b"").decode() for r in records] + [
+        ""
+    ]  # no splitlines: U+2028
+
+    wrong = [*login[:2], login[2].replace(jaas_quote(password), '"Wrong-pw-7"')]
+    done = _tail(secured, topic, *wrong)
+    assert done.returncode == 1 and "Authentication failed" in done.stderr, done.stderr
+    assert f"--kafka {secured.bootstrap_servers} --topic {topic}:" in done.stderr.splitlines()[-1]
+    assert "Wrong-pw-7" not in done.stderr + done.stdout and "Traceback" not in done.stderr
+
+    done = _tail(
+        secured, topic, *login[:2], f'sasl.jaas.config={MODULES["PLAIN"]} required password="Pw-9z";'
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--kafka-config sasl.jaas.config: " in done.stderr and "SCRAM-SHA-256" in done.stderr
+    assert "Pw-9z" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (
+            ["--kafka", "127.0.0.1:9", "--topic", "t", "--kafka-config", "sasl.password"],
+            "--kafka-config #1: ",
+        ),
+        (["--kafka", "127.0.0.1:9", "--topic", "t", "--kafka-config", "=x"], "--kafka-config #1: "),
+        (["--address", "127.0.0.1:9", "--destination", "d", "--kafka-config", "a=b"], "only with --kafka"),
+    ],
+    ids=["no-equals", "no-key", "without-kafka"],
+)
+def test_tail_kafka_config_errors_are_one_line(args: list[str], needle: str) -> None:
+    done = subprocess.run([*PYCANAL, "tail", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and needle in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "sasl.password" not in done.stderr

@@ -197,7 +197,7 @@ def jaas_login(text: str, key: str = "kafka.sasl.jaas.config") -> tuple[str, str
     return module, flag, options
 
 
-def sasl_config(properties: Mapping[str, str], prefix: str = "kafka.") -> dict[str, str]:
+def sasl_config(properties: Mapping[str, Any], prefix: str = "kafka.") -> dict[str, Any]:
     """``properties`` (Kafka client keys) with a PLAIN or SCRAM ``sasl.jaas.config`` read into
     librdkafka's ``sasl.username`` and ``sasl.password``. The line is used only where
     ``security.protocol`` is SASL_PLAINTEXT or SASL_SSL (the Java client ignores it otherwise) and
