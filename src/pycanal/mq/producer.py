@@ -260,8 +260,9 @@ def producer_config(properties: Mapping[str, str]) -> dict[str, str]:
     merged = {**CANAL_KAFKA_DEFAULTS, **properties}
     if merged.get("kerberos.enable", "false").strip().lower() == "true":
         raise ProducerConfigError(
-            "kafka.kerberos.enable=true: not supported by pycanal's producer; set kafka.security.protocol, "
-            "kafka.sasl.mechanism=GSSAPI and kafka.sasl.kerberos.* (librdkafka's names) instead"
+            "kafka.kerberos.enable=true: not supported by pycanal's producer; librdkafka takes "
+            "kafka.security.protocol, kafka.sasl.mechanism=GSSAPI and kafka.sasl.kerberos.* instead, "
+            "where it is built with GSSAPI (confluent-kafka's wheels are not: PLAIN, SCRAM, OAUTHBEARER)"
         )
     out: dict[str, str] = {"message.timeout.ms": _DELIVERY_TIMEOUT_MS}
     for key, value in merged.items():
