@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -83,6 +84,17 @@ def tail(
     group: Annotated[
         str, typer.Option("--group", help="With --kafka: the consumer group whose offsets it commits.")
     ] = "pycanal-tail",
+    kafka_config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kafka-config",
+            metavar="KEY=VALUE",
+            help="With --kafka: a client setting (repeatable), librdkafka's or a kafka.* key of "
+            "canal.properties without the prefix, e.g. security.protocol=SASL_PLAINTEXT, "
+            'sasl.mechanism=PLAIN, sasl.jaas.config=\'...PlainLoginModule required username="u" '
+            'password="p";\'.',
+        ),
+    ] = None,
 ) -> None:
     """Print a destination's entries in Canal's example-client layout, acking each batch once
     printed; with --kafka, the records of Canal's topics (protobuf packets in that layout, flat
@@ -92,8 +104,10 @@ def tail(
     from pycanal.protocol import EntryProtocol_pb2 as pb
 
     if kafka is not None:
-        _tail_kafka(kafka, topic or [], group, limit)
+        _tail_kafka(kafka, topic or [], group, limit, kafka_config or [])
         return
+    if kafka_config:
+        raise CliError("--kafka-config: only with --kafka")
     if address is None:
         raise CliError("--address: give the server's HOST:PORT (or --kafka HOST:PORT --topic T)")
     if destination is None:
@@ -132,7 +146,34 @@ def tail(
         conn.disconnect()
 
 
-def _tail_kafka(brokers: str, topics: list[str], group: str, limit: int | None) -> None:
+def _client_settings(items: list[str]) -> dict[str, str]:
+    """``--kafka-config KEY=VALUE`` items (a ``kafka.`` prefix dropped, as canal.properties writes
+    them), with a Java client's PLAIN/SCRAM ``sasl.jaas.config`` read as the producer reads it. A
+    value is never shown: it may be a password."""
+    from pycanal.mq.producer import ProducerConfigError, sasl_config
+
+    settings: dict[str, str] = {}
+    for i, item in enumerate(items, 1):
+        key, sep, value = item.partition("=")
+        key = key.strip().removeprefix("kafka.")
+        if not sep or not key:
+            raise CliError(f"--kafka-config #{i}: expected KEY=VALUE")
+        settings[key] = value.strip()
+    try:
+        return sasl_config(settings, prefix="--kafka-config ")
+    except ProducerConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _masked(text: str, settings: dict[str, str]) -> str:
+    """``text`` without the values of the secret settings (passwords)."""
+    for key, value in settings.items():
+        if value and re.search(r"password|secret", key, re.I):
+            text = text.replace(value, "***")
+    return text
+
+
+def _tail_kafka(brokers: str, topics: list[str], group: str, limit: int | None, config: list[str]) -> None:
     """``pycanal tail --kafka``: Canal's topics printed as ``tail`` prints a destination."""
     from confluent_kafka import KafkaException
 
@@ -144,10 +185,11 @@ def _tail_kafka(brokers: str, topics: list[str], group: str, limit: int | None) 
     if not topics or not all(topics):
         raise CliError("--topic: give the topic to read (with --kafka)")
     checks.count("--limit", limit, 1)
+    settings = _client_settings(config)
     out = sys.stdout
     rows = 0
     try:
-        with KafkaConsumer(brokers, topics, group_id=group) as consumer:
+        with KafkaConsumer(brokers, topics, group_id=group, config=settings) as consumer:
             for message in consumer.messages():
                 if message.flat is not None:
                     out.write(message.flat.to_json().decode("utf-8", "replace"))
@@ -164,4 +206,6 @@ def _tail_kafka(brokers: str, topics: list[str], group: str, limit: int | None) 
     except BrokenPipeError:
         raise typer.Exit(0) from None
     except (KafkaException, ValueError) as exc:
-        raise CliError(f"--kafka {brokers} --topic {','.join(topics)}: {exc}", code=1) from None
+        raise CliError(
+            f"--kafka {brokers} --topic {','.join(topics)}: {_masked(str(exc), settings)}", code=1
+        ) from None

@@ -14,6 +14,11 @@ none: split or parsed batches).
 Offsets are those of a consumer group (``group_id``), committed only by :meth:`commit`: what was not
 committed comes again to the group's next consumer, as an unacked batch does over TCP.
 
+A secured Kafka takes the settings the producer takes (``config``): librdkafka's, or the Java
+client's ``security.protocol``, ``sasl.mechanism`` and a PLAIN or SCRAM ``sasl.jaas.config``
+(:func:`pycanal.mq.producer.sasl_config`). A refused login raises from :meth:`messages` instead of
+being retried without end.
+
 A record pycanal split because it was over ``kafka.max.request.size`` (:mod:`pycanal.mq.split`)
 is handed out once, whole, when its last part arrives (at its first part's offset; committed past
 its last).
@@ -30,6 +35,7 @@ from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
 from .flat import FlatMessage
+from .producer import sasl_config
 from .split import Joiner
 
 __all__ = ["KafkaConsumer", "MQMessage", "decode_record"]
@@ -85,7 +91,9 @@ class KafkaConsumer:
         topics: the topics (a name starting with ``^`` is a regex, librdkafka's convention).
         group_id: the consumer group whose committed offsets say where to start.
         from_beginning: where a group without committed offsets starts (else at the end).
-        config: more librdkafka consumer settings.
+        config: more client settings: librdkafka's, or the Java client's SASL keys (see the module
+            docstring; an untranslatable ``sasl.jaas.config`` is a
+            :class:`~pycanal.mq.producer.ProducerConfigError`).
     """
 
     def __init__(
@@ -97,7 +105,14 @@ class KafkaConsumer:
         from_beginning: bool = True,
         config: Mapping[str, Any] | None = None,
     ) -> None:
-        from confluent_kafka import Consumer
+        from confluent_kafka import Consumer, KafkaError
+
+        refused: list[Any] = []  # the callback holds this list, not self: no cycle through the client
+        self._refused = refused
+
+        def on_error(err: Any) -> None:
+            if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+                refused.append(err)
 
         self._consumer = Consumer(
             {
@@ -106,7 +121,8 @@ class KafkaConsumer:
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest" if from_beginning else "latest",
                 "logger": log,
-                **(config or {}),
+                "error_cb": on_error,
+                **sasl_config(dict(config or {}), prefix=""),
             }
         )
         self._consumer.subscribe(list(topics))
@@ -115,11 +131,14 @@ class KafkaConsumer:
 
     def messages(self, timeout: float = 1.0) -> Iterator[MQMessage]:
         """Decoded records as they arrive (a split record whole), without end; an error of the
-        client raises."""
+        client raises (a refused login too)."""
         from confluent_kafka import KafkaException
 
         while True:
-            for record in self._consumer.consume(500, timeout):
+            records = self._consumer.consume(500, timeout)
+            if self._refused:
+                raise KafkaException(self._refused[0])
+            for record in records:
                 if record.error() is not None:
                     if record.error().code() == record.error()._PARTITION_EOF:
                         continue

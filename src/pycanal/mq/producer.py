@@ -14,7 +14,10 @@ Canal's keys are the Java client's (``kafka.*`` in canal.properties, with the pr
 <= 1.1.4 ``canal.mq.*`` names, see :func:`pycanal.mq.settings.kafka_properties`); librdkafka shares
 most of them. :func:`producer_config` translates the ones it names differently and drops the
 Java-only ones; any other key goes to librdkafka as written, so its own keys work too, and an
-unknown one is an error naming the ``kafka.*`` key.
+unknown one is an error naming the ``kafka.*`` key. A secured Kafka is configured as Canal's docs
+do it, with the Java client's ``security.protocol``, ``sasl.mechanism`` and ``sasl.jaas.config``:
+librdkafka has no JAAS, so :func:`sasl_config` reads the PLAIN or SCRAM login line into its
+``sasl.username`` / ``sasl.password`` (no error message and no log line shows the password).
 
 :class:`KafkaSender` sends one batch's records and waits for each delivery report. Before the first
 record to a topic it asks the broker for the topic's metadata (which auto-creates it where the broker
@@ -29,9 +32,13 @@ once across restarts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import re
 import time
+import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -45,7 +52,9 @@ __all__ = [
     "ProducerConfigError",
     "SendError",
     "TransactionalKafkaSender",
+    "jaas_login",
     "producer_config",
+    "sasl_config",
     "transactional_config",
 ]
 
@@ -84,6 +93,153 @@ class ProducerConfigError(ValueError):
     """A ``kafka.*`` setting the producer cannot take; the message names the key."""
 
 
+# sasl.jaas.config: the login module each SASL mechanism takes (the Java client's), whose username and
+# password librdkafka takes as sasl.username / sasl.password.
+_LOGIN_MODULES: dict[str, str] = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+_LOGIN_FLAGS = frozenset({"required", "requisite", "sufficient", "optional"})
+_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_SECRET = re.compile(r"password|secret|jaas", re.I)  # keys whose values no message shows
+
+
+def _jaas_tokens(text: str, key: str) -> list[tuple[str, str]]:
+    """The tokens of a JAAS line, as Kafka's parser (Java's ``StreamTokenizer``) reads them:
+    ``("word", w)``, ``("quoted", s)`` (in ``"`` or ``'``, backslash escapes resolved), ``("=", "")``
+    and ``(";", "")``; ``//`` and ``/* */`` comments are skipped. No message holds a value."""
+    tokens: list[tuple[str, str]] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                raise ProducerConfigError(f"{key}: a /* comment is not closed")
+            i = end + 2
+        elif c in "=;":
+            tokens.append((c, ""))
+            i += 1
+        elif c in "\"'":
+            out: list[str] = []
+            i += 1
+            while True:
+                if i >= n or text[i] == "\n":
+                    raise ProducerConfigError(f"{key}: a quoted value is not closed (a {c} is missing)")
+                ch = text[i]
+                if ch == c:
+                    i += 1
+                    break
+                if ch == "\\" and i + 1 < n:
+                    i += 1
+                    digits = re.match(r"[0-3][0-7]{0,2}|[4-7][0-7]?", text[i:])
+                    if digits:
+                        out.append(chr(int(digits.group(), 8)))
+                        i += len(digits.group())
+                        continue
+                    ch = _ESCAPES.get(text[i], text[i])
+                out.append(ch)
+                i += 1
+            tokens.append(("quoted", "".join(out)))
+        else:
+            word = re.match(r"[\w$.\-\u00a0-\U0010ffff]+", text[i:])
+            if not word:  # the character is not shown: it may be part of a password
+                raise ProducerConfigError(
+                    f"{key}: unexpected character in the login line (a value other than letters, "
+                    'digits and . _ - $ goes in double quotes: password="...")'
+                )
+            tokens.append(("word", word.group()))
+            i += len(word.group())
+    return tokens
+
+
+def jaas_login(text: str, key: str = "kafka.sasl.jaas.config") -> tuple[str, str, dict[str, str]]:
+    """The login module, its flag and its options from a ``sasl.jaas.config`` value:
+    ``<module class> <required|requisite|sufficient|optional> [<option>=<value> ...];`` with values
+    quoted or plain words, options in any order (the last of a repeated one wins, as in Java), and
+    exactly one module, as the Kafka client requires. A :class:`ProducerConfigError` naming ``key``
+    otherwise, which never shows a value."""
+    tokens = _jaas_tokens(text, key)
+    if not tokens:
+        raise ProducerConfigError(f"{key} is empty: give the login module line")
+    kinds = [kind for kind, _ in tokens]
+    if kinds[:2] != ["word", "word"]:
+        raise ProducerConfigError(f"{key}: expected '<LoginModule class> required ...;'")
+    module, flag = tokens[0][1], tokens[1][1]
+    if flag.lower() not in _LOGIN_FLAGS:
+        raise ProducerConfigError(
+            f"{key}: {flag!r} after {module} is not a login flag (required, requisite, sufficient, optional)"
+        )
+    options: dict[str, str] = {}
+    i = 2
+    while i < len(tokens) and kinds[i] != ";":
+        if kinds[i] != "word" or kinds[i + 1 : i + 2] != ["="]:  # not shown: it may be a value's part
+            after = f" after option {list(options)[-1]!r}" if options else f" after {flag}"
+            raise ProducerConfigError(
+                f'{key}: expected name="value"{after} (a value with spaces or other characters than '
+                "letters, digits and . _ - $ goes in double quotes)"
+            )
+        name = tokens[i][1]
+        if kinds[i + 2 : i + 3] not in (["word"], ["quoted"]):
+            raise ProducerConfigError(f"{key}: option {name!r} has no value")
+        options[name] = tokens[i + 2][1]
+        i += 3
+    if i >= len(tokens):
+        raise ProducerConfigError(f"{key}: the login module's options must end with ';'")
+    if i + 1 < len(tokens):
+        raise ProducerConfigError(f"{key}: more than one login module (the Kafka client takes one)")
+    return module, flag, options
+
+
+def sasl_config(properties: Mapping[str, Any], prefix: str = "kafka.") -> dict[str, Any]:
+    """``properties`` (Kafka client keys) with a PLAIN or SCRAM ``sasl.jaas.config`` read into
+    librdkafka's ``sasl.username`` and ``sasl.password``. The line is used only where
+    ``security.protocol`` is SASL_PLAINTEXT or SASL_SSL (the Java client ignores it otherwise) and
+    its module must be the one of ``sasl.mechanism`` (the Java default: GSSAPI, which librdkafka
+    configures with ``sasl.kerberos.*`` instead). Errors name ``<prefix>sasl.jaas.config`` and
+    never show the password."""
+    out = dict(properties)
+    text = out.pop("sasl.jaas.config", None)
+    protocol = out.get("security.protocol", "PLAINTEXT").strip().upper()
+    if text is None or not protocol.startswith("SASL_"):
+        return out
+    key = f"{prefix}sasl.jaas.config"
+    mechanism = (out.get("sasl.mechanism") or out.get("sasl.mechanisms") or "GSSAPI").strip()
+    module, _, options = jaas_login(text, key)
+    wanted = _LOGIN_MODULES.get(mechanism)
+    if wanted is None:
+        raise ProducerConfigError(
+            f"{key}: {prefix}sasl.mechanism={mechanism}{' (the default)' if mechanism == 'GSSAPI' else ''}: "
+            "only a PLAIN or SCRAM-SHA-256/512 login line is translated for librdkafka; set "
+            f"{prefix}sasl.mechanism, or librdkafka's own sasl.* keys for {mechanism} instead of this line"
+        )
+    if module != wanted:
+        raise ProducerConfigError(
+            f"{key}: {module} does not go with {prefix}sasl.mechanism={mechanism} (it takes {wanted})"
+        )
+    both = [name for name in ("sasl.username", "sasl.password") if name in out]
+    if both:
+        raise ProducerConfigError(f"{key} and {prefix}{both[0]} are both set: give the credentials once")
+    unknown = sorted(set(options) - {"username", "password"})
+    if unknown:
+        raise ProducerConfigError(
+            f"{key}: option {unknown[0]!r} of {module.rsplit('.', 1)[-1]} has no librdkafka equivalent "
+            "(username and password are translated)"
+        )
+    missing = [name for name in ("username", "password") if name not in options]
+    if missing:
+        raise ProducerConfigError(f'{key}: {module.rsplit(".", 1)[-1]} has no {missing[0]}="..." option')
+    out["sasl.username"] = options["username"]
+    out["sasl.password"] = options["password"]
+    return out
+
+
 class SendError(RuntimeError):
     """Records of a batch were not all delivered; nothing of the batch may be acked. ``fatal``: the
     producer cannot go on (librdkafka's fatal errors: fenced by a newer one with its transactional
@@ -98,13 +254,15 @@ class SendError(RuntimeError):
 def producer_config(properties: Mapping[str, str]) -> dict[str, str]:
     """librdkafka's configuration from Canal's Kafka properties (``kafka.*`` with the prefix removed,
     as :func:`~pycanal.mq.settings.kafka_properties` returns them; Canal's shipped defaults fill the
-    gaps). Kerberos through Canal's own ``kerberos.enable`` is refused: librdkafka takes
-    ``sasl.mechanism=GSSAPI`` and ``sasl.kerberos.*`` instead."""
+    gaps). A PLAIN or SCRAM ``sasl.jaas.config`` becomes ``sasl.username`` / ``sasl.password``
+    (:func:`sasl_config`). Kerberos through Canal's own ``kerberos.enable`` is refused: librdkafka
+    takes ``sasl.mechanism=GSSAPI`` and ``sasl.kerberos.*`` instead."""
     merged = {**CANAL_KAFKA_DEFAULTS, **properties}
     if merged.get("kerberos.enable", "false").strip().lower() == "true":
         raise ProducerConfigError(
-            "kafka.kerberos.enable=true: not supported by pycanal's producer; set kafka.security.protocol, "
-            "kafka.sasl.mechanism=GSSAPI and kafka.sasl.kerberos.* (librdkafka's names) instead"
+            "kafka.kerberos.enable=true: not supported by pycanal's producer; librdkafka takes "
+            "kafka.security.protocol, kafka.sasl.mechanism=GSSAPI and kafka.sasl.kerberos.* instead, "
+            "where it is built with GSSAPI (confluent-kafka's wheels are not: PLAIN, SCRAM, OAUTHBEARER)"
         )
     out: dict[str, str] = {"message.timeout.ms": _DELIVERY_TIMEOUT_MS}
     for key, value in merged.items():
@@ -119,7 +277,7 @@ def producer_config(properties: Mapping[str, str]) -> dict[str, str]:
         else:
             out[key] = value.strip()
     out["max.in.flight.requests.per.connection"] = "1"  # as Canal: a resent batch never overtakes
-    return out
+    return sasl_config(out)  # after the strip: a quoted password keeps its spaces
 
 
 def _java_key(name: str) -> str:
@@ -128,6 +286,18 @@ def _java_key(name: str) -> str:
         if renamed == name:
             return f"kafka.{java}"
     return f"kafka.{name}"
+
+
+class _ClientLog:
+    """librdkafka's log lines into this module's logger, but those of a refused login (one at each
+    of its reconnects) or a refused authorization at DEBUG: the failed send says it once, with what
+    to check."""
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        text = str(args[-1]) if args else ""
+        if "SASL authentication error" in text or "authorization failed" in text:
+            level = logging.DEBUG
+        log.log(level, msg, *args)
 
 
 class KafkaSender:
@@ -139,29 +309,128 @@ class KafkaSender:
     """
 
     def __init__(self, config: Mapping[str, str], *, metadata_timeout: float = 10.0) -> None:
-        from confluent_kafka import KafkaException, Producer
-
         self.config = dict(config)
         self.metadata_timeout = metadata_timeout
         self.delivery_timeout = int(self.config["message.timeout.ms"]) / 1000.0
+        self._partitions: dict[str, int] = {}
+        self._aborted = False
+        self._login_error: str | None = None  # the broker refused the login (since the last metadata)
+        self._client: Any = self._connect()
+
+    def _connect(self) -> Any:
+        from confluent_kafka import KafkaException, Producer
+
+        sender = weakref.ref(self)  # no cycle through the client: a sender is freed when dropped,
+        # never by a collection that may run in a forked child (the parser's), where freeing the
+        # client's threads crashes it
+
+        def on_error(err: Any) -> None:
+            if (alive := sender()) is not None:
+                alive._on_error(err)
+
         try:
-            self._producer = Producer({**self.config, "logger": log})
+            return Producer({**self.config, "logger": _ClientLog(), "error_cb": on_error})
         except KafkaException as exc:
             raise ProducerConfigError(self._config_error(exc.args[0].str())) from None
         except (TypeError, ValueError) as exc:
             raise ProducerConfigError(str(exc)) from None
-        self._partitions: dict[str, int] = {}
-        self._aborted = False
+
+    @property
+    def _producer(self) -> Any:
+        """The librdkafka client; made again after a refused login dropped it (:meth:`_drop`)."""
+        if self._client is None:
+            self._client = self._connect()
+        return self._client
+
+    def _drop(self) -> None:
+        """Release the client: librdkafka retries a refused login every few tenths of a second
+        for as long as it lives, while the worker waits (seconds, doubling) before it tries again."""
+        client, self._client = self._client, None
+        self._partitions.clear()
+        if client is not None:
+            try:
+                with warnings.catch_warnings():  # a failed client's close warns that it could not abort
+                    warnings.simplefilter("ignore")
+                    client.purge()
+                    client.close(0)
+            except Exception:  # noqa: BLE001 - released either way
+                log.debug("closing the producer failed", exc_info=True)
 
     def _config_error(self, text: str) -> str:
+        for name, value in self.config.items():  # librdkafka's text never shows a secret either
+            if _SECRET.search(name) and value:
+                text = text.replace(value, "***")
         for name in self.config:  # librdkafka quotes a key "so", or `so` where keys conflict
             if f'"{name}"' in text or f"`{name}`" in text:
-                return f"{_java_key(name)}={self.config[name]!r}: {text}"
+                value = "***" if _SECRET.search(name) else repr(self.config[name])
+                return f"{_java_key(name)}={value}: {text}"
         return f"Kafka producer configuration: {text}"
 
     @property
     def bootstrap_servers(self) -> str:
         return self.config.get("bootstrap.servers", "")
+
+    @property
+    def _who(self) -> str:
+        user = self.config.get("sasl.username")
+        return f"user {user!r}" if user else "this client"
+
+    def _on_error(self, err: Any) -> None:
+        """librdkafka's client-wide errors (served by poll and flush): a refused login is kept, so
+        that the send fails at once saying what to check instead of waiting out a timeout (the others
+        are dropped, as without this callback: the send that fails reports them)."""
+        from confluent_kafka import KafkaError
+
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+            self._login_error = err.str()
+
+    def _check_login(self, topic: str | None) -> None:
+        """A :class:`SendError` saying what to check once the broker refused the login (the client
+        is dropped until the next try)."""
+        if self._client is not None:
+            with contextlib.suppress(Exception):  # a fatal client raises its error: the caller's
+                self._client.poll(0)
+        if self._login_error is not None:
+            mechanism = self.config.get("sasl.mechanism") or self.config.get("sasl.mechanisms") or "-"
+            self._drop()
+            self._login_error, error = None, self._login_error
+            protocol = self.config.get("security.protocol", "PLAINTEXT")
+            raise SendError(
+                f"Kafka at {self.bootstrap_servers}: authentication failed for {self._who} ({protocol}, "
+                f"{mechanism}): check kafka.sasl.mechanism and kafka.sasl.jaas.config "
+                f"(or kafka.sasl.username/password) [{error}]",
+                topic,
+            )
+
+    def _denied(self, err: Any, reading: bool = False) -> str | None:
+        """What an authorization error of the broker says the user lacks (None: not one);
+        ``reading``: the marks read back (:class:`TransactionalKafkaSender`)."""
+        from confluent_kafka import KafkaError
+
+        needs = {
+            KafkaError.TOPIC_AUTHORIZATION_FAILED: (
+                "READ on the topic (canal.mq.transaction reads its marks back)"
+                if reading
+                else "WRITE and DESCRIBE on the topic"
+            ),
+            KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: (
+                f"WRITE and DESCRIBE on the transactional id {self.config.get('transactional.id')!r}"
+            ),
+            KafkaError.CLUSTER_AUTHORIZATION_FAILED: "IDEMPOTENT_WRITE on the cluster",
+            KafkaError.GROUP_AUTHORIZATION_FAILED: "READ on its consumer group",
+        }.get(err.code())
+        return None if needs is None else f"{self._who} is not authorized: it needs {needs} ({err.str()})"
+
+    def _failure(self, where: str, err: Any, topic: str | None, reading: bool = False) -> SendError:
+        """The :class:`SendError` of a librdkafka error. An authorization error is not fatal to the
+        sender, though librdkafka's transactional client cannot go on after one: that client is
+        dropped and the next try makes another (the ACL may have been granted meanwhile)."""
+        denied = self._denied(err, reading)
+        if denied is None:
+            return SendError(f"{where}{err.str()}", topic, fatal=err.fatal())
+        if err.fatal():
+            self._drop()
+        return SendError(f"{where}{denied}", topic)
 
     def partitions(self, topic: str) -> int:
         """The topic's partition count from the broker (cached once known)."""
@@ -178,6 +447,7 @@ class KafkaSender:
                     topic, timeout=min(1.0, max(0.1, deadline - time.monotonic()))
                 )
             except KafkaException as exc:
+                self._check_login(topic)
                 if time.monotonic() < deadline:
                     continue
                 raise SendError(
@@ -185,8 +455,12 @@ class KafkaSender:
                     f"within {self.metadata_timeout:g}s ({exc.args[0].str()})",
                     topic,
                 ) from None
+            self._login_error = None  # the broker answered: logged in
             found = meta.topics.get(topic)
             error = found.error if found is not None else None
+            denied = self._denied(error) if error is not None else None
+            if denied is not None:
+                raise SendError(f"topic {topic!r} on the broker {self.bootstrap_servers}: {denied}", topic)
             if found is not None and error is None and found.partitions:
                 self._partitions[topic] = len(found.partitions)
                 return len(found.partitions)
@@ -252,7 +526,7 @@ class KafkaSender:
         except KafkaException as exc:  # produce() refused: a fatal state (an idempotent producer)
             self._discard()
             topic = records[0].topic if records else None
-            raise SendError(exc.args[0].str(), topic, fatal=exc.args[0].fatal()) from None
+            raise self._failure("", exc.args[0], topic) from None
         except Exception:
             self._discard()
             raise
@@ -261,7 +535,7 @@ class KafkaSender:
             if failures:
                 err, msg = failures[0]
                 where = f"topic {msg.topic()!r} partition {msg.partition()}"
-                raise SendError(f"{where}: {err.str()}", msg.topic(), fatal=err.fatal())
+                raise self._failure(f"{where}: ", err, msg.topic())
             raise SendError(
                 f"{remaining} of {len(records)} records not delivered to {self.bootstrap_servers} "
                 f"within {self.delivery_timeout + 5.0:g}s",
@@ -275,6 +549,8 @@ class KafkaSender:
         while True:
             self._check_aborted(topic)
             remaining = self._producer.flush(min(0.5, max(0.0, deadline - time.monotonic())))
+            if remaining:
+                self._check_login(topic)
             if remaining == 0 or time.monotonic() >= deadline:
                 return remaining
 
@@ -289,15 +565,17 @@ class KafkaSender:
     def _discard(self) -> None:
         """Drop what is queued or in flight so it cannot arrive after the batch is resent."""
         try:
-            self._producer.purge()
-            self._producer.flush(0)
+            if self._client is not None:
+                self._client.purge()
+                self._client.flush(0)
         except Exception:  # noqa: BLE001 - the batch fails either way
             log.debug("purging the producer failed", exc_info=True)
         self._partitions.clear()
 
     def close(self, timeout: float = 10.0) -> None:
         """Deliver what is queued (nothing, between batches) and release the client."""
-        self._producer.flush(timeout)
+        if self._client is not None:
+            self._client.flush(timeout)
 
 
 TRANSACTIONAL_ID_PREFIX = "pycanal"
@@ -391,6 +669,7 @@ class TransactionalKafkaSender(KafkaSender):
         try:
             meta = self._producer.list_topics(timeout=self.metadata_timeout)
         except KafkaException as exc:
+            self._check_login(None)
             raise self._error("listing the topics", exc.args[0], None) from None
         partitions = [
             (name, p)
@@ -441,12 +720,20 @@ class TransactionalKafkaSender(KafkaSender):
                 call(min(1.0, max(0.1, deadline - time.monotonic())))
                 return
             except KafkaException as exc:
+                self._check_login(topic)
                 err = exc.args[0]
                 if not err.retriable() or time.monotonic() >= deadline:
                     raise self._error(what, err, topic) from None
 
-    def _error(self, what: str, err: Any, topic: str | None) -> SendError:
-        return SendError(f"{what} ({self.transactional_id}): {err.str()}", topic, fatal=err.fatal())
+    def _drop(self) -> None:
+        """:meth:`KafkaSender._drop`; the next client initializes transactions again (which aborts
+        the open one)."""
+        super()._drop()
+        self._initialized = False
+        self._open = False
+
+    def _error(self, what: str, err: Any, topic: str | None, reading: bool = False) -> SendError:
+        return self._failure(f"{what} ({self.transactional_id}): ", err, topic, reading)
 
     def _abort(self) -> None:
         from confluent_kafka import KafkaException
@@ -507,7 +794,7 @@ class TransactionalKafkaSender(KafkaSender):
                 }
             return found
         except KafkaException as exc:
-            raise self._error("reading the committed marks", exc.args[0], None) from None
+            raise self._error("reading the committed marks", exc.args[0], None, reading=True) from None
         finally:
             consumer.close()
 

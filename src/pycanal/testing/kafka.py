@@ -15,6 +15,17 @@ can be created and listed (a broker that answers metadata requests may still lac
 
 The internal topics have replication factor 1 and few partitions, and the JVM a small heap: a broker for
 one machine's tests, not for measuring Kafka.
+
+With ``secured=True`` the one client listener is SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512)
+and KRaft's ``StandardAuthorizer`` denies whatever no ACL allows, as a production cluster is set up:
+
+    with PrivateKafka(secured=True, users=("canal",)) as kafka:   # or {"canal": "its password"}
+        kafka.passwords["canal"]         # generated unless given; the same for PLAIN and SCRAM
+        kafka.grant("canal", "WRITE", "DESCRIBE", topic="t")
+        kafka.user_config("canal", "SCRAM-SHA-512")   # a confluent-kafka configuration as that user
+
+Its own calls (:meth:`~PrivateKafka.admin`, :meth:`~PrivateKafka.records`, the readiness probe) and the
+broker's inter-broker and controller connections log in as the super user ``admin``.
 """
 
 from __future__ import annotations
@@ -23,23 +34,38 @@ import base64
 import contextlib
 import logging
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ._process import PortTaken, PrivateServer, find_java, free_port, tail
 
-__all__ = ["KAFKA_VERSION", "KafkaRecord", "KafkaStartError", "PrivateKafka", "kafka_home"]
+__all__ = [
+    "ADMIN_USER",
+    "KAFKA_VERSION",
+    "SASL_MECHANISMS",
+    "KafkaRecord",
+    "KafkaStartError",
+    "PrivateKafka",
+    "jaas_quote",
+    "kafka_home",
+]
 
 KAFKA_VERSION = "4.4.0"
 """The Kafka release that runs: ``kafka.version`` in scripts/kafka/pom.xml."""
 
 _READY_TOPIC = "__pycanal_ready"
+ADMIN_USER = "admin"
+"""The secured broker's super user: the fixture's own client, inter-broker and controller logins."""
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _log = logging.getLogger(__name__)
 
 
@@ -88,6 +114,16 @@ def _cluster_id() -> str:
             return text
 
 
+def jaas_quote(value: str) -> str:
+    """``value`` as a double-quoted JAAS option value (``\\`` and ``"`` escaped)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _properties_value(text: str) -> str:
+    """``text`` as a ``.properties`` value that reads back as itself (backslashes, line breaks)."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
 class PrivateKafka(PrivateServer):
     """A single-node KRaft Kafka in a temporary directory (see the module docstring).
 
@@ -96,6 +132,9 @@ class PrivateKafka(PrivateServer):
         auto_create: ``auto.create.topics.enable``: False makes a send to a missing topic fail.
         heap_mb: the JVM's ``-Xmx`` (and ``-Xms``).
         properties: more ``server.properties`` keys (last wins), e.g. ``{"message.max.bytes": 2_000_000}``.
+        secured: a SASL_PLAINTEXT listener and the ``StandardAuthorizer`` (see the module docstring).
+        users: with ``secured``, the users besides ``admin`` (PLAIN and SCRAM logins): names, whose
+            passwords are generated, or names and passwords.
         keep, startup_timeout, base_dir, die_with_parent: see
             :class:`~pycanal.testing._process.PrivateServer`.
     """
@@ -112,6 +151,8 @@ class PrivateKafka(PrivateServer):
         auto_create: bool = True,
         heap_mb: int = 512,
         properties: Mapping[str, object] | None = None,
+        secured: bool = False,
+        users: Iterable[str] | Mapping[str, str] = (),
         keep: bool = False,
         startup_timeout: float = 90.0,
         base_dir: str | os.PathLike[str] | None = None,
@@ -124,6 +165,21 @@ class PrivateKafka(PrivateServer):
         self.auto_create = auto_create
         self.heap_mb = heap_mb
         self.properties = dict(properties or {})
+        self.secured = secured
+        given = dict(users) if isinstance(users, Mapping) else {name: "" for name in users}
+        if given and not secured:
+            raise ValueError("PrivateKafka: users need secured=True")
+        if ADMIN_USER in given:
+            raise ValueError(f"PrivateKafka: {ADMIN_USER!r} is the fixture's own super user")
+        self.passwords: dict[str, str] = (
+            {
+                name: password or secrets.token_urlsafe(12)
+                for name, password in {ADMIN_USER: "", **given}.items()
+            }
+            if secured
+            else {}
+        )
+        """Each user's password (PLAIN and SCRAM alike), ``admin`` included; empty unless secured."""
         self.controller_port = 0
         self.cluster_id = ""
         self.data_dir: Path | None = None
@@ -145,9 +201,59 @@ class PrivateKafka(PrivateServer):
         return AdminClient(self.client_config())
 
     def client_config(self, **more: object) -> dict[str, object]:
-        """A confluent-kafka client configuration for this broker; librdkafka's log lines go to the
-        ``pycanal.testing.kafka`` logger instead of stderr."""
+        """A confluent-kafka client configuration for this broker (secured: logged in as ``admin``);
+        librdkafka's log lines go to the ``pycanal.testing.kafka`` logger instead of stderr."""
+        if self.secured:
+            return self.user_config(ADMIN_USER, **more)
         return {"bootstrap.servers": self.bootstrap_servers, "logger": _log, **more}
+
+    def user_config(self, user: str, mechanism: str = "PLAIN", **more: object) -> dict[str, object]:
+        """A confluent-kafka client configuration logged in as ``user`` of the secured broker with
+        ``mechanism`` (one of :data:`SASL_MECHANISMS`)."""
+        if not self.secured:
+            raise RuntimeError("PrivateKafka.user_config: the broker is not secured")
+        if mechanism not in SASL_MECHANISMS:
+            raise ValueError(f"mechanism {mechanism!r}: one of {', '.join(SASL_MECHANISMS)}")
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": self.passwords[user],
+            "logger": _log,
+            **more,
+        }
+
+    def grant(
+        self,
+        user: str,
+        *operations: str,
+        topic: str | None = None,
+        group: str | None = None,
+        transactional_id: str | None = None,
+        cluster: bool = False,
+        prefixed: bool = False,
+        timeout: float = 30.0,
+    ) -> None:
+        """Allow ``user`` the ``operations`` (``"WRITE"``, ``"DESCRIBE"``, ``"READ"``,
+        ``"IDEMPOTENT_WRITE"``, ... Kafka's names) on one resource: a topic, a consumer group, a
+        transactional id (each a literal name, or a prefix with ``prefixed``) or the cluster. Returns
+        once the broker's authorizer holds them."""
+        self._acls(True, user, operations, topic, group, transactional_id, cluster, prefixed, timeout)
+
+    def revoke(
+        self,
+        user: str,
+        *operations: str,
+        topic: str | None = None,
+        group: str | None = None,
+        transactional_id: str | None = None,
+        cluster: bool = False,
+        prefixed: bool = False,
+        timeout: float = 30.0,
+    ) -> None:
+        """Remove what :meth:`grant` allowed (the same arguments)."""
+        self._acls(False, user, operations, topic, group, transactional_id, cluster, prefixed, timeout)
 
     def create_topic(self, name: str, partitions: int | None = None, timeout: float = 30.0) -> None:
         """Create ``name`` (``partitions`` default: the broker's ``num.partitions``) and wait until
@@ -233,6 +339,135 @@ class PrivateKafka(PrivateServer):
             raise KafkaStartError(f"Kafka could not bind port {self.port} again on restart") from None
 
     # ------------------------------------------------------------------ internals
+    def _acls(
+        self,
+        allow: bool,
+        user: str,
+        operations: tuple[str, ...],
+        topic: str | None,
+        group: str | None,
+        transactional_id: str | None,
+        cluster: bool,
+        prefixed: bool,
+        timeout: float,
+    ) -> None:
+        from confluent_kafka.admin import (
+            AclBinding,
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+            ResourceType,
+        )
+
+        if not self.secured:
+            raise RuntimeError("PrivateKafka: ACLs need secured=True")
+        resources = [
+            (kind, name)
+            for kind, name in (
+                (ResourceType.TOPIC, topic),
+                (ResourceType.GROUP, group),
+                (ResourceType.TRANSACTIONAL_ID, transactional_id),
+                (ResourceType.BROKER, "kafka-cluster" if cluster else None),  # Kafka's CLUSTER
+            )
+            if name is not None
+        ]
+        if len(resources) != 1 or not operations:
+            raise ValueError("give operations and one of topic, group, transactional_id, cluster")
+        kind, name = resources[0]
+        pattern = ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL
+        principal = f"User:{user}"
+        wanted = {AclOperation[op.upper()] for op in operations}
+        admin = self.admin()
+        if allow:
+            bindings = [
+                AclBinding(kind, name, pattern, principal, "*", op, AclPermissionType.ALLOW) for op in wanted
+            ]
+            futures = admin.create_acls(bindings, request_timeout=timeout)
+        else:
+            filters = [
+                AclBindingFilter(kind, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
+                for op in wanted
+            ]
+            futures = admin.delete_acls(filters, request_timeout=timeout)
+        for future in futures.values():
+            future.result(timeout)
+        # The broker answers once the controller committed them; its authorizer holds them once
+        # DescribeAcls (which it answers from the authorizer) lists them.
+        match = AclBindingFilter(
+            kind, name, pattern, principal, "*", AclOperation.ANY, AclPermissionType.ALLOW
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            listed = {
+                b.operation for b in admin.describe_acls(match, request_timeout=timeout).result(timeout)
+            }
+            if (wanted <= listed) if allow else not (wanted & listed):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"ACLs of User:{user} on {name!r} not {'in' if allow else 'out of'} effect"
+                )
+            time.sleep(0.05)
+
+    def _add_scram_users(self, timeout: float = 30.0) -> None:
+        """Every user's SCRAM-SHA-256 and -512 credentials (PLAIN ones are in the listener's JAAS
+        line); returns once each can log in with each."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import (
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        admin = self.admin()
+        for mechanism in (
+            ScramMechanism.SCRAM_SHA_256,
+            ScramMechanism.SCRAM_SHA_512,
+        ):  # a user once a request
+            upserts = [
+                UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
+                for user, password in self.passwords.items()
+            ]
+            for future in admin.alter_user_scram_credentials(upserts, request_timeout=timeout).values():
+                future.result(timeout)
+        deadline = time.monotonic() + timeout
+        for user in self.passwords:
+            for mechanism in SASL_MECHANISMS[1:]:
+                while True:
+                    try:
+                        AdminClient(self.user_config(user, mechanism)).list_topics(timeout=2)
+                        break
+                    except KafkaException:
+                        if time.monotonic() > deadline:
+                            raise KafkaStartError(
+                                f"{mechanism} login of {user!r} refused\n{self.logs()}"
+                            ) from None
+
+    def _sasl_properties(self) -> dict[str, object]:
+        """The secured broker's listener, authorizer and logins (``admin`` for its own connections)."""
+        admin = f"username={jaas_quote(ADMIN_USER)} password={jaas_quote(self.passwords[ADMIN_USER])}"
+        users = " ".join(f"user_{name}={jaas_quote(password)}" for name, password in self.passwords.items())
+        plain = _properties_value(f"{_PLAIN_MODULE} required {admin} {users};")
+        scram = f"{_SCRAM_MODULE} required;"
+        return {
+            "listeners": f"SASL_PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"SASL_PLAINTEXT://{self.host}:{self.port}",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain,
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": scram,
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": scram,
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": plain,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{ADMIN_USER}",
+        }
+
     def _start(self) -> None:
         assert self.root_dir is not None
         self.data_dir = self.root_dir / "data"
@@ -275,6 +510,8 @@ class PrivateKafka(PrivateServer):
             "background.threads": 2,
             "log.cleaner.dedupe.buffer.size": 16 * 1024 * 1024,
         }
+        if self.secured:
+            props.update(self._sasl_properties())
         props.update(self.properties)
         return props
 
@@ -345,6 +582,8 @@ class PrivateKafka(PrivateServer):
             append=not fresh,
         )
         self._wait(self._not_ready, interval=0.2)
+        if fresh and self.secured:
+            self._add_scram_users()
 
     def _not_ready(self) -> str | None:
         """None once the probe topic was created (or exists) and is listed with a leader; then it
