@@ -21,7 +21,7 @@ _SLOW_FIRST = [
     "test_spark_snapshot_e2e.py", "test_spark_pipeline_e2e.py", "test_spark_kafka.py", "test_mq_kafka_canal.py",
     "test_spark_restart_backlog.py", "test_spark_delta.py", "test_mq_kafka.py", "test_cli.py",
     "test_spark_apply.py", "test_mq_kafka_transaction.py", "test_canal_reference.py", "test_kafka_fixture.py",
-    "test_mq_rabbitmq.py",
+    "test_mq_kafka_auth.py", "test_spark_mixed_writers.py", "test_spark_tables_by_spark.py", "test_mq_rabbitmq.py",
     "test_event_parser.py",
 ]  # fmt: skip
 
