@@ -16,7 +16,8 @@ a private broker, read back by a consumer that parses every message.
    (``pycanal.mq.consumer.decode_record``: flat JSON, or a protobuf ``Packet`` whose entries and
    ``RowChange`` are parsed) and touches every column value. The clock runs from the first record
    to the record that completes the file's row changes: start-up (Canal's JVM 2-3.5 s, pycanal's
-   ~1 s) is reported apart, not counted. No warm-up: Canal's JIT warms up inside the run.
+   ~1 s) is reported apart, not counted. The CPU seconds of the server (from its start), the
+   broker and the consumer over the run are reported beside the rate: everything shares 2 cores. No warm-up: Canal's JIT warms up inside the run.
 
 The modes alternate for ``--repeat`` rounds; the medians count, with each run listed. Ratios
 against the goals of issue 39: flat >= 30k rows/s, protobuf >= 1.3x flat, transactional >= 0.8x
@@ -96,9 +97,12 @@ def touch(value: bytes | None) -> int:
 
 def consume(kafka: PrivateKafka, topic: str, rows: int, started: float, timeout: float) -> dict[str, Any]:
     """Read ``topic`` until ``rows`` row changes came: when the first record came (after
-    ``started``) and the rows/s from it to the last."""
+    ``started``), the rows/s from it to the last, and the CPU seconds the broker and this consumer
+    (its process) used meanwhile."""
     from confluent_kafka import Consumer
 
+    assert kafka.pid is not None
+    cpu0, broker0 = time.process_time(), servers.usage(kafka.pid)["cpu_s"]
     consumer = Consumer(kafka.client_config(**{
         "group.id": f"bench-{topic}", "auto.offset.reset": "earliest", "isolation.level": "read_committed",
         "enable.auto.commit": False,
@@ -124,7 +128,8 @@ def consume(kafka: PrivateKafka, topic: str, rows: int, started: float, timeout:
         )
     assert first is not None
     return {"rows_per_s": round(rows / (done - first)), "wall_s": round(done - first, 3),
-            "startup_s": round(first - started, 3)}  # fmt: skip
+            "startup_s": round(first - started, 3), "consumer_cpu_s": round(time.process_time() - cpu0, 2),
+            "broker_cpu_s": round(servers.usage(kafka.pid)["cpu_s"] - broker0, 2)}  # fmt: skip
 
 
 def pycanal_conf(root: Path, db: PrivateMariaDB, start: tuple[str, int], kafka: PrivateKafka, topic: str,
@@ -229,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     for mode, rs in runs.items():
         rates = [r["rows_per_s"] for r in rs]
         result[mode] = {"rows_per_s_median": round(statistics.median(rates)), "rows_per_s": rates,
-                        "startup_s": [r["startup_s"] for r in rs], "server_cpu_s": [r["server_cpu_s"] for r in rs]}  # fmt: skip
+                        "startup_s": [r["startup_s"] for r in rs], "server_cpu_s": [r["server_cpu_s"] for r in rs],
+                        "broker_cpu_s": [r["broker_cpu_s"] for r in rs],
+                        "consumer_cpu_s": [r["consumer_cpu_s"] for r in rs]}  # fmt: skip
 
     def ratio(a: str, b: str) -> float | None:
         if a not in result or b not in result:

@@ -23,11 +23,17 @@ the job's settings) writes to a temporary lake.
    After each round python-mysql-replication decodes that round's binlog file from the server
    (this machine's speed drifts by +-30% over minutes: a round's ratio is measured in one go).
 
+With ``--via kafka`` the changes reach Spark as most Canal users take them: the server runs
+``canal.serverMode = kafka`` (a plain conf: flat messages, a one-partition topic on a private
+Kafka broker) and the query is ``pycanal pipeline --kafka``'s (Spark's Kafka source, the same
+apply); the throughput rounds then pause the server (``--pause server``), so that each round's
+time runs from the binlog backlog to the lake through the broker.
+
 One JSON object goes to stdout; progress to stderr.
 
     .venv/bin/python bench/pipeline.py [--rows 300000] [--rate 2000] [--delay-seconds 20] [--skip-pmr]
         [--warmup-rounds 2] [--rounds 3] [--batch-size N] [--batch-mb M] [--store-mb 128] [--keep-query-dml]
-        [--pause source|server] [--txn-rows 1000]
+        [--pause source|server] [--txn-rows 1000] [--via tcp|kafka]
 """
 
 from __future__ import annotations
@@ -57,8 +63,9 @@ from pycanal.spark.changelog import ChangeLog  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.delta.tablestate import read_rows  # noqa: E402
 from pycanal.spark.job import Pipeline, start_pipeline  # noqa: E402
-from pycanal.spark.session import spark_session  # noqa: E402
+from pycanal.spark.session import DRIVER_JAVA_OPTIONS, KAFKA_DRIVER_JAVA_OPTIONS, spark_session  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
+from pycanal.testing.kafka import PrivateKafka  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
 
 _T0 = time.monotonic()
@@ -90,7 +97,8 @@ def processes() -> dict[int, tuple[str, float]]:
     for pid in mine & stats.keys():
         _, cmd, secs = stats[pid]
         kind = (
-            "jvm" if "java" in cmd.split(" ", 1)[0]
+            "kafka" if "kafka.Kafka" in cmd
+            else "jvm" if "java" in cmd.split(" ", 1)[0]
             else "source_runner" if "python_streaming_source_runner" in cmd
             else "python_workers" if "pyspark" in cmd
             else "server" if "pycanal.cli" in cmd
@@ -355,8 +363,9 @@ def throughput_round(
     }
     if not args.skip_pmr:  # the peer on this round's binlog, right after it: the ratio cancels drift
         # The source's runner paused meanwhile: the idle pipeline polls the server otherwise.
-        runner = next(pid for pid, (kind, _) in processes().items() if kind == "source_runner")
-        os.kill(runner, signal.SIGSTOP)
+        runners = [pid for pid, (kind, _) in processes().items() if kind == "source_runner"]
+        for runner in runners:  # none with --via kafka
+            os.kill(runner, signal.SIGSTOP)
         try:
             if sysbench:
                 pmr = oltp_bench.pmr(db, binlog[0], rows)
@@ -364,7 +373,8 @@ def throughput_round(
                 pmr_run = decode_bench.PmrRun(db, binlog[0].name)
                 pmr = decode_bench.best_of("python-mysql-replication", 1, pmr_run, args.rows)
         finally:
-            os.kill(runner, signal.SIGCONT)
+            for runner in runners:
+                os.kill(runner, signal.SIGCONT)
         out["python_mysql_replication_rows_per_s"] = pmr["rows_per_s"]
         out["ratio_vs_pmr"] = round(out["rows_per_s"] / pmr["rows_per_s"], 2)
     return out
@@ -407,7 +417,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--pause", choices=("source", "server"), default="source", help="what waits while loading"
     )
+    ap.add_argument(
+        "--via", choices=("tcp", "kafka"), default="tcp",
+        help="the server's TCP protocol, or canal.serverMode = kafka and Spark's Kafka source",
+    )  # fmt: skip
+    ap.add_argument("--protobuf", action="store_true", help="--via kafka: canal.mq.flatMessage = false")
     args = ap.parse_args(argv)
+    if args.via == "kafka" and args.pause != "server":
+        ap.error("--via kafka: the rounds pause the server (--pause server); there is no source runner")
+    if args.via == "kafka" and (args.batch_size or args.batch_mb):
+        ap.error("--via kafka: --batch-size and --batch-mb are the canal source's options")
     load_start = os.getloadavg()
     result: dict[str, Any] = {}
     with (
@@ -415,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="pycanal-pipeline-") as tmp,
     ):
         db = PrivateMariaDB(extra_args=["--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M"])
-        with db:
+        kafka = PrivateKafka() if args.via == "kafka" else None
+        with db, kafka or contextlib.nullcontext():
             log(f"MariaDB {db.version} on port {db.port}")
             db.execute(f"CREATE TABLE `{db.database}`.`{DELAY_TABLE}` (id INT PRIMARY KEY, v INT)")
             start = db.current_binlog()
@@ -434,19 +454,29 @@ def main(argv: list[str] | None = None) -> int:
             )
             tables = r"sbtest\\d+" if args.workload == "sysbench" else decode_bench.TABLE
             servers.write_conf(conf, db, port, start, f"{tables}|{DELAY_TABLE}", extra)
+            source: dict[str, Any] = {"address": f"127.0.0.1:{port}", "destination": "bench"}
+            if kafka is not None:  # no TCP server: ready once its metrics port answers
+                kafka.create_topic("bench", 1)
+                port = free_port()
+                with (conf / "canal.properties").open("a") as props:
+                    props.write(f"canal.serverMode = kafka\nkafka.bootstrap.servers = {kafka.bootstrap_servers}\n"
+                                f"canal.metrics.pull.port = {port}\ncanal.mq.flatMessage = {not args.protobuf}\n")  # fmt: skip
+                with (conf / "bench" / "instance.properties").open("a") as props:
+                    props.write("canal.mq.topic = bench\n")
+                source = {"kafka": kafka.bootstrap_servers, "topic": "bench"}
             server = servers.start_server(conf, port, Path(tmp) / "server.log")
             lake = Path(tmp) / "lake"
-            spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-bench")
+            java = KAFKA_DRIVER_JAVA_OPTIONS if kafka is not None else DRIVER_JAVA_OPTIONS  # as the job's
+            spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-bench", java_options=java)
 
             def start() -> Pipeline:
                 return start_pipeline(
                     spark,
                     lake,
-                    address=f"127.0.0.1:{port}",
-                    destination="bench",
                     trigger=args.trigger,
                     batch_size=args.batch_size,
                     batch_bytes=int(args.batch_mb * 1024 * 1024) if args.batch_mb else None,
+                    **source,
                 )
 
             pipeline = start()
@@ -488,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                 spark.stop()
                 server.terminate()
                 server.wait(timeout=30)
+    result["via"] = args.via
     result["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

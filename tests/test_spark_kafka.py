@@ -44,7 +44,7 @@ from pycanal.spark.apply import ChangeApplier, applied_batch_ids
 from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import compare_table
 from pycanal.spark.kafka_order import KAFKA_ROW_SCHEMA, KafkaOrder
-from pycanal.spark.kafka_rows import KafkaRows
+from pycanal.spark.kafka_rows import KafkaRows, kafka_changes, staged_changes
 from pycanal.spark.rows import ChangeRow, RowPosition
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing._process import free_port
@@ -79,6 +79,27 @@ def test_records_give_the_rows_of_their_entries(capture: Capture, variant: str) 
         assert g._replace(position=e.position) == e, f"{g}\n!=\n{e}"
     offsets = [(g.position.offset, g.position.row) for g in got]
     assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+
+
+def test_staged_rows_equal_the_rows_through_spark(
+    spark: Any,  # noqa: F811
+    capture: Capture,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The executors' rows handed over as files in the stage (the pipeline's default) are the rows
+    ``kafka_changes`` gives through Spark, in the same order; the files are gone after."""
+    new, entries = configuration(capture, "index_utc")
+    flat = [m.to_json() for m in flat_messages(entries, 1, 0)]
+    records = spark.createDataFrame(  # two topics of one partition each: two tasks, two files
+        [(topic, 0, i, v, None) for topic in ("t", "u") for i, v in enumerate(flat)],
+        "topic STRING, partition INT, offset BIGINT, value BINARY, headers ARRAY<STRUCT<key: STRING, value: BINARY>>",
+    )
+    records = records.repartition(2, "topic").sortWithinPartitions("offset")
+    through_spark = kafka_changes(records).toArrow()
+    staged = staged_changes(records, tmp_path / "stage")
+    assert staged.num_rows == 2 * len(list(new().rows(entries))) > 0
+    assert staged.cast(through_spark.schema).equals(through_spark)
+    assert list((tmp_path / "stage").iterdir()) == []
 
 
 def _row(op: str, off: int, sql: str | None = None, after: str | None = None) -> ChangeRow:

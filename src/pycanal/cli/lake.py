@@ -114,7 +114,13 @@ def pipeline(
     from pycanal.spark.canal_options import OptionError
     from pycanal.spark.job import check_trigger, run, source_options
     from pycanal.spark.maintenance import Maintenance
-    from pycanal.spark.session import DRIVER_JAVA_OPTIONS, archive_options, check_java_options, check_master
+    from pycanal.spark.session import (
+        DRIVER_JAVA_OPTIONS,
+        KAFKA_DRIVER_JAVA_OPTIONS,
+        archive_options,
+        check_java_options,
+        check_master,
+    )
 
     stream: dict[str, Any] = {
         "address": address or None, "zk_servers": zk_servers or None, "destination": destination,
@@ -128,7 +134,8 @@ def pipeline(
         source_options(lake, **stream)  # the stream's options, as the query checks them
     except OptionError as exc:
         raise CliError(exc.text(_flag)) from None
-    java_options = DRIVER_JAVA_OPTIONS if driver_java_options is None else driver_java_options
+    default_java = KAFKA_DRIVER_JAVA_OPTIONS if kafka else DRIVER_JAVA_OPTIONS
+    java_options = default_java if driver_java_options is None else driver_java_options
     archive = None if class_archive == "off" else class_archive
     for option, value, check in (
         ("--master", master, check_master),

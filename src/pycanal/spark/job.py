@@ -181,7 +181,8 @@ def start_pipeline(
         from .kafka_rows import KafkaApplier
 
         changes = spark.readStream.format("kafka").options(**options).load()
-        batches: Any = KafkaApplier(applier, lake, dataframe=apply_on == "executors")
+        stage = stage_dir(lake) if source.get("stage", True) else None  # as the canal source's
+        batches: Any = KafkaApplier(applier, lake, dataframe=apply_on == "executors", stage=stage)
     else:
         changes, batches = spark.readStream.format("canal").options(**options).load(), applier
     query = (

@@ -27,6 +27,7 @@ from typing import Any
 __all__ = [
     "CHECKPOINT_FILE_MANAGER",
     "DRIVER_JAVA_OPTIONS",
+    "KAFKA_DRIVER_JAVA_OPTIONS",
     "archive_options",
     "cache_dir",
     "check_java_options",
@@ -46,6 +47,11 @@ __all__ = [
 # while C2 spent 2-3 s of CPU compiling during a job's first minute (docs/benchmarks.md, "Spark
 # pipeline").
 DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1"
+# The driver JVM's flags where it reads Canal's topics (``pycanal pipeline --kafka``): there every
+# record passes through the JVM (Spark's Kafka source, its rows into Arrow for the executors' Python),
+# where C2 pays: bench/pipeline.py --via kafka, flat, 5.7k rows/s with C1 only, 6.9k with C2, the
+# JVM's CPU 5.3 -> 3.9 s a round (docs/benchmarks.md, "Spark from Kafka").
+KAFKA_DRIVER_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 # How Spark writes a query's offset and commit logs. Its default (Hadoop's FileContext API) runs a
 # `readlink` or `chmod` process for most steps of a log file on a local filesystem where Hadoop has
