@@ -39,6 +39,42 @@ def wait_for(what: str, done: Callable[[], object], timeout: float = 90.0, inter
         time.sleep(interval)
 
 
+def refused_start(
+    mariadb: PrivateMariaDB,
+    conf_dir: Path,
+    canal: Mapping[str, str],
+    instance: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``pycanal server`` on a conf dir of ``canal`` settings that must stop it at start: exit 1,
+    no traceback; the finished process (its output as text)."""
+    conf = write_conf(
+        conf_dir,
+        mariadb,
+        mariadb.current_binlog(),
+        bootstrap="127.0.0.1:9",
+        tables="pycanal\\\\.nothing",
+        canal=canal,
+        instance={"canal.mq.topic": "t", **(instance or {})},
+    )
+    done = subprocess.run(
+        [*PYCANAL, "server", "--conf", str(conf)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def every_row_once(records: Callable[[], Iterable[KafkaRecord]], expected: int) -> None:
+    """Wait until the flat rows of ``records()`` hold ``expected`` row changes, then check none
+    came twice (batches refused before were resent whole, none acked before)."""
+    wait_for(
+        f"{expected} row changes",
+        lambda: len({r.key for r in flat_rows(records())[0]}) >= expected,
+        timeout=90,
+    )
+    assert len(flat_rows(records())[0]) == expected
+
+
 def write_conf(
     root: Path,
     db: PrivateMariaDB,

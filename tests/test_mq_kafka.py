@@ -28,9 +28,11 @@ from mq_kafka_support import (
     Server,
     Workload,
     check_partitions,
+    every_row_once,
     flat_rows,
     proto_rows,
     recorded_run,
+    refused_start,
     replay,
     wait_for,
     write_conf,
@@ -369,13 +371,7 @@ def test_missing_topic_with_auto_create_off_is_one_line_and_nothing_acked(
     broker.create_topic(topic, 1)
     work.round(1)
     expected = sum(work.rows.values())
-    wait_for(
-        f"{expected} row changes",
-        lambda: len({r.key for r in flat_rows(broker.records(topic))[0]}) >= expected,
-        timeout=90,
-    )
-    rows, _ = flat_rows(broker.records(topic))
-    assert len(rows) == expected  # the batches that failed were resent whole, none acked before
+    every_row_once(lambda: broker.records(topic), expected)
     assert "event=mq-send-recovered" in server.text()
     # bounded, backed-off retries: the attempts are few, not a hot loop
     attempts = server.text().count("event=mq-send-failed")
@@ -427,19 +423,5 @@ def test_unreachable_broker_is_one_line_naming_destination_and_topic(
 def test_bad_settings_stop_the_start_with_one_line(
     canal: dict[str, str], instance: dict[str, str], needle: str, mariadb: PrivateMariaDB, tmp_path: Path
 ) -> None:
-    conf = write_conf(
-        tmp_path / "conf",
-        mariadb,
-        mariadb.current_binlog(),
-        bootstrap="127.0.0.1:9",
-        tables="pycanal\\\\.nothing",
-        canal=canal,
-        instance={"canal.mq.topic": "t", **instance},
-    )
-    done = subprocess.run(
-        [*PYCANAL, "server", "--conf", str(conf)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 1, done.stderr
-    errors = [line for line in done.stderr.splitlines() if needle in line]
-    assert errors, done.stderr
-    assert "Traceback" not in done.stderr
+    stderr = refused_start(mariadb, tmp_path / "conf", canal, instance).stderr
+    assert [line for line in stderr.splitlines() if needle in line], stderr
