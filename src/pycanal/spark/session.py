@@ -154,7 +154,7 @@ _S3A_EXCLUDES = (
             "transport-classes-epoll",
             "transport-native-unix-common",
         )
-    ),  # fmt: skip
+    ),
     "org.apache.httpcomponents:httpclient",
     "org.apache.httpcomponents:httpcore",
     "commons-codec:commons-codec",
