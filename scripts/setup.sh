@@ -232,4 +232,24 @@ fi
 KAFKA_VERSION="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)"
 KAFKA_HOME="${PYCANAL_KAFKA_HOME:-$HOME/.cache/pycanal/kafka-$KAFKA_VERSION}"
 maven_jars "kafka: $KAFKA_VERSION" scripts/kafka/pom.xml "$KAFKA_HOME"
+# ---------------------------------------------------------------------------- S3Proxy (Java)
+# pycanal.testing.s3.PrivateS3 runs a real S3-compatible server (S3Proxy on its filesystem store) for the lake
+# on object storage. Its self-contained jar (55 MB) comes from Maven Central into $PYCANAL_S3PROXY_HOME; the
+# version is S3PROXY_VERSION in src/pycanal/testing/s3.py. A no-op while that jar is there.
+S3PROXY_VERSION="$(sed -n 's/^S3PROXY_VERSION = "\(.*\)"$/\1/p' src/pycanal/testing/s3.py)"
+[ -n "$S3PROXY_VERSION" ] || die "no S3PROXY_VERSION in src/pycanal/testing/s3.py"
+S3PROXY_HOME="${PYCANAL_S3PROXY_HOME:-$HOME/.cache/pycanal/s3proxy-$S3PROXY_VERSION}"
+S3PROXY_JAR="s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar"
+if [ -f "$S3PROXY_HOME/$S3PROXY_JAR" ]; then
+    log "s3proxy: $S3PROXY_VERSION up to date in $S3PROXY_HOME"
+else
+    command -v mvn >/dev/null 2>&1 || apt_install maven openjdk-17-jdk-headless
+    mkdir -p "$S3PROXY_HOME"
+    if mvn -q -B dependency:copy -Dartifact="org.gaul:s3proxy:$S3PROXY_VERSION:jar:jar-with-dependencies" \
+        -DoutputDirectory="$S3PROXY_HOME" >"$S3PROXY_HOME/mvn.log" 2>&1 && [ -f "$S3PROXY_HOME/$S3PROXY_JAR" ]; then
+        log "s3proxy: $S3PROXY_VERSION copied to $S3PROXY_HOME"
+    else
+        log "WARNING: mvn could not fetch S3Proxy $S3PROXY_VERSION ($S3PROXY_HOME/mvn.log says why); its tests will fail"
+    fi
+fi
 log "ready"

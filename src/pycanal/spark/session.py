@@ -20,6 +20,7 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,10 @@ __all__ = [
     "class_archive",
     "delta_options",
     "delta_package",
+    "hadoop_version",
     "kafka_package",
+    "s3a_options",
+    "s3a_packages",
     "spark_packages",
     "spark_python",
     "spark_session",
@@ -129,6 +133,73 @@ def local_options(master: str | None) -> dict[str, str]:
     return {
         "spark.databricks.delta.snapshotPartitions": threads,
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": threads,
+    }
+
+
+# ---------------------------------------------------------------------- s3a (an object store)
+# The AWS SDK v2 that hadoop-aws of each Hadoop release pyspark ships was built against
+# (hadoop-project's aws-java-sdk-v2.version).
+_AWS_SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
+# hadoop-aws depends on the SDK's `bundle`, 686 MB for 2.35.4: its modules s3a uses instead, 19 MB
+# with their dependencies. Of those, the ones pyspark ships in another version (netty 4.2, Apache
+# HttpClient, commons-codec, slf4j) are left out, so that one version of each is on the class path.
+_S3A_SDK_MODULES = ("s3", "s3-transfer-manager", "sts")
+_S3A_EXCLUDES = (
+    "software.amazon.awssdk:bundle",
+    *(
+        f"io.netty:netty-{name}"
+        for name in (
+            "buffer",
+            "codec",
+            "codec-http",
+            "codec-http2",
+            "common",
+            "handler",
+            "resolver",
+            "transport",
+            "transport-classes-epoll",
+            "transport-native-unix-common",
+        )
+    ),
+    "org.apache.httpcomponents:httpclient",
+    "org.apache.httpcomponents:httpcore",
+    "commons-codec:commons-codec",
+    "commons-logging:commons-logging",
+    "org.slf4j:slf4j-api",
+)
+
+
+def hadoop_version() -> str:
+    """The Hadoop release pyspark ships (its ``hadoop-client-api-<version>.jar``)."""
+    for jar in (_spark_home() / "jars").glob("hadoop-client-api-*.jar"):
+        return jar.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    raise FileNotFoundError(f"no hadoop-client-api-*.jar in {_spark_home() / 'jars'}")
+
+
+def s3a_packages() -> str:
+    """The Maven coordinates of Hadoop's ``s3a://`` filesystem for this pyspark: hadoop-aws of its
+    Hadoop and the AWS SDK modules it needs (``s3a_options`` leaves the SDK's 686 MB bundle out).
+    Not in :func:`spark_packages`: only a session whose lake is on an object store needs them."""
+    hadoop = hadoop_version()
+    sdk = _AWS_SDK_FOR_HADOOP.get(hadoop)
+    if sdk is None:
+        raise ValueError(
+            f"pyspark's Hadoop {hadoop}: no known AWS SDK version for its hadoop-aws "
+            f"(known: {', '.join(sorted(_AWS_SDK_FOR_HADOOP))}); add it to _AWS_SDK_FOR_HADOOP"
+        )
+    modules = ",".join(f"software.amazon.awssdk:{name}:{sdk}" for name in _S3A_SDK_MODULES)
+    return f"org.apache.hadoop:hadoop-aws:{hadoop},{modules}"
+
+
+def s3a_options() -> dict[str, str]:
+    """:func:`delta_options` plus ``s3a://``: the packages of both (:func:`s3a_packages`) and the
+    exclusions that keep the SDK's bundle and second copies of pyspark's own jars out. The
+    filesystem's own settings (endpoint, keys) come from whoever knows the store, e.g.
+    ``pycanal.testing.s3.PrivateS3.spark_options``."""
+    return {
+        **delta_options(),
+        "spark.jars.packages": f"{spark_packages()},{s3a_packages()}",
+        "spark.jars.excludes": ",".join(_S3A_EXCLUDES),
     }
 
 
@@ -240,6 +311,7 @@ def spark_session(
     master: str | None = "local[*]",
     java_options: str = DRIVER_JAVA_OPTIONS,
     class_archive: str | Path | None = "auto",
+    conf: Mapping[str, str] | None = None,
 ) -> Any:
     """A SparkSession with the settings measured on this kind of machine
     (/work/shared/research/spark.md) and pycanal's sources registered. ``master``: Spark's master
@@ -249,7 +321,8 @@ def spark_session(
     (``archive_options``: "auto" is this machine's archive where it was made; None: none).
     Delta Lake for Spark is in the session (:func:`delta_options`). A wrong ``master`` or
     ``java_options`` is a ValueError before the JVM starts (:func:`check_master`,
-    :func:`check_java_options`)."""
+    :func:`check_java_options`). ``conf``: more session settings, applied last (e.g.
+    :func:`s3a_options` and an object store's ``spark.hadoop.fs.s3a.*``)."""
     check_master(master)
     check_java_options(java_options)
     if class_archive is not None and "SharedArchiveFile" not in java_options:
@@ -274,6 +347,7 @@ def spark_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config(map=delta_options())
         .config(map=local_options(master))
+        .config(map=dict(conf or {}))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
