@@ -22,6 +22,7 @@ _SLOW_FIRST = [
     "test_spark_restart_backlog.py", "test_spark_delta.py", "test_mq_kafka.py", "test_cli.py",
     "test_spark_apply.py", "test_mq_kafka_transaction.py", "test_canal_reference.py", "test_kafka_fixture.py",
     "test_mq_kafka_auth.py", "test_spark_mixed_writers.py", "test_spark_tables_by_spark.py", "test_mq_rabbitmq.py",
+    "test_s3_fixture.py",
     "test_event_parser.py",
 ]  # fmt: skip
 

@@ -38,8 +38,9 @@ from mq_kafka_support import (  # noqa: F401
     write_conf,
 )
 from pycanal.mq import MQDestination, MQOptions
+from pycanal.mq.kafka_config import producer_config
 from pycanal.mq.mark import MARK_HEADER, BatchMark, MarkTracker
-from pycanal.mq.producer import SendError, TransactionalKafkaSender, producer_config
+from pycanal.mq.producer import SendError, TransactionalKafkaSender
 from pycanal.mq.records import Record, routes_to
 from pycanal.mq.starter import MQStarter
 from pycanal.protocol import EntryProtocol_pb2 as pb

@@ -10,7 +10,8 @@ import pytest
 from pycanal.config import CanalConfig, ConfigError
 from pycanal.deployer.mq import kafka_config, mq_destination, mq_filter_transaction_entry, mq_options
 from pycanal.mq import MQDestination
-from pycanal.mq.producer import KafkaSender, ProducerConfigError, jaas_login, producer_config
+from pycanal.mq.kafka_config import ProducerConfigError, jaas_login, producer_config
+from pycanal.mq.producer import KafkaSender
 
 
 def _conf(tmp_path: Path, server: str, instance: str = "canal.mq.topic = t\n") -> CanalConfig:

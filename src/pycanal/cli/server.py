@@ -150,7 +150,7 @@ def _client_settings(items: list[str]) -> dict[str, str]:
     """``--kafka-config KEY=VALUE`` items (a ``kafka.`` prefix dropped, as canal.properties writes
     them), with a Java client's PLAIN/SCRAM ``sasl.jaas.config`` read as the producer reads it. A
     value is never shown: it may be a password."""
-    from pycanal.mq.producer import ProducerConfigError, sasl_config
+    from pycanal.mq.kafka_config import ProducerConfigError, sasl_config
 
     settings: dict[str, str] = {}
     for i, item in enumerate(items, 1):

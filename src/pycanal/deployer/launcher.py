@@ -120,7 +120,8 @@ class CanalLauncher:
         log.info("event=mq-producer mode=%s %s", self.mode, where)
 
     def _kafka_sender(self) -> tuple[Any, Any, str]:
-        from pycanal.mq.producer import KafkaSender, ProducerConfigError, TransactionalKafkaSender
+        from pycanal.mq.kafka_config import ProducerConfigError
+        from pycanal.mq.producer import KafkaSender, TransactionalKafkaSender
 
         cfg = self.config
         transactional = bool(cfg["canal.mq.transaction"])

@@ -10,7 +10,7 @@ the instance's ``CanalMQConfig``), and the MQ starter of a deployed server.
 * :func:`kafka_config`: the producer's librdkafka configuration from the ``kafka.*`` keys (and the
   <= 1.1.4 ``canal.mq.*`` names), where canal.properties, overrides or the environment set them;
   ``kafka.transactional.id`` only with ``canal.mq.transaction = true`` (it is the prefix of each
-  destination's transactional id, :func:`pycanal.mq.producer.transactional_config`).
+  destination's transactional id, :func:`pycanal.mq.kafka_config.transactional_config`).
 * :func:`rabbitmq_config`: ``canal.serverMode = rabbitMQ``'s ``rabbitmq.*`` keys (and
   ``canal.mq.servers``).
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from pycanal.config import CanalConfig, ConfigError, InstanceConfig
-from pycanal.mq.producer import CANAL_KAFKA_DEFAULTS, ProducerConfigError, producer_config
+from pycanal.mq.kafka_config import CANAL_KAFKA_DEFAULTS, ProducerConfigError, producer_config
 from pycanal.mq.rules import match_topic, parse_partition_hash, topic_partitions
 from pycanal.mq.settings import (
     LEGACY_KAFKA_KEYS,
@@ -99,7 +99,7 @@ def mq_destination(ic: InstanceConfig) -> MQDestination:
 
 
 def kafka_config(cfg: CanalConfig) -> dict[str, str]:
-    """librdkafka's configuration (see :func:`pycanal.mq.producer.producer_config`)."""
+    """librdkafka's configuration (see :func:`pycanal.mq.kafka_config.producer_config`)."""
     names = {key for key in cfg.server.keys_set() if key.startswith("kafka.")}
     names |= {f"kafka.{key}" for key in CANAL_KAFKA_DEFAULTS} | set(LEGACY_KAFKA_KEYS)
     values = {key: raw for key in sorted(names) if (raw := cfg.server.raw(key)) is not None}

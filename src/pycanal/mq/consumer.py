@@ -16,7 +16,7 @@ committed comes again to the group's next consumer, as an unacked batch does ove
 
 A secured Kafka takes the settings the producer takes (``config``): librdkafka's, or the Java
 client's ``security.protocol``, ``sasl.mechanism`` and a PLAIN or SCRAM ``sasl.jaas.config``
-(:func:`pycanal.mq.producer.sasl_config`). A refused login raises from :meth:`messages` instead of
+(:func:`pycanal.mq.kafka_config.sasl_config`). A refused login raises from :meth:`messages` instead of
 being retried without end.
 
 A record pycanal split because it was over ``kafka.max.request.size`` (:mod:`pycanal.mq.split`)
@@ -35,7 +35,7 @@ from pycanal.protocol import CanalProtocol_pb2 as cp
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
 from .flat import FlatMessage
-from .producer import sasl_config
+from .kafka_config import sasl_config
 from .split import Joiner
 
 __all__ = ["KafkaConsumer", "MQMessage", "decode_record"]
@@ -93,7 +93,7 @@ class KafkaConsumer:
         from_beginning: where a group without committed offsets starts (else at the end).
         config: more client settings: librdkafka's, or the Java client's SASL keys (see the module
             docstring; an untranslatable ``sasl.jaas.config`` is a
-            :class:`~pycanal.mq.producer.ProducerConfigError`).
+            :class:`~pycanal.mq.kafka_config.ProducerConfigError`).
     """
 
     def __init__(
