@@ -459,6 +459,12 @@ while True:  # a serving loop: serve only after the lease check
 """
 
 
+def _proc_state(pid: int) -> str:
+    """A process's state letter in /proc (``T``: stopped by a signal)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
 def read_timeline(path: Path) -> list[list[str]]:
     return [line.split() for line in path.read_text().splitlines() if line.strip()]
 
@@ -495,6 +501,10 @@ def test_sigstop_active_never_overlaps_the_new_active(zookeeper, clients, chroot
         assert not b.is_active
         frozen = time.monotonic()
         os.kill(child.pid, signal.SIGSTOP)
+        # Stopped once /proc says so: a serve or write the child timed between `frozen` and then
+        # (it was still the active) may have gone through.
+        wait_until(lambda: _proc_state(child.pid) == "T", 5, "the child to stop")
+        stopped = time.monotonic()
         assert b.wait_for_active(10)
         b_start, b_epoch = rec_b.times("start")[0], b.epoch
         FencedZooKeeper(zk_b, b).set(cursor, b"new active")
@@ -517,8 +527,8 @@ def test_sigstop_active_never_overlaps_the_new_active(zookeeper, clients, chroot
     ok_writes = [float(r[1]) for r in timeline if r[0] == "WRITE" and r[2] == "ok"]
     refused = [r[2] for r in timeline if r[0] == "WRITE" and float(r[1]) > resumed]
     assert len(starts) == 1 and starts[0][2] == "1" and b_epoch == 2
-    assert serves and max(serves) < frozen < b_start  # it never served after the freeze
-    assert ok_writes and max(ok_writes) < frozen  # and never wrote after it
+    assert serves and max(serves) < stopped and frozen < b_start  # it never served after the freeze
+    assert ok_writes and max(ok_writes) < stopped < b_start  # and never wrote after it
     assert stops and stops[0] > resumed  # it stopped on waking, before doing anything
     assert refused and set(refused) <= {"FencedError", "ConnectionLoss"}, set(refused)
     print(f"\nSIGSTOP: the new active started {b_start - frozen:.2f}s after the freeze")
