@@ -7,9 +7,9 @@ characters escaped (``\\b \\t \\n \\f \\r``, others ``\\u00xx``), ``/`` and U+20
 lone surrogate written as ``?``. Consumers of Canal's topics parse these bytes; any drift breaks them.
 
 orjson writes exactly those bytes (``tests/test_mq_flat.py`` compares it with the stdlib's encoder on
-random text) in a tenth of the time: 2.8 us against 35 us for a sysbench row's message, whose encoding was
-13% of a flat server's CPU samples in ``bench/mq.py``. The stdlib writes what orjson refuses: strings
-with lone surrogates (a Java string's UTF-16 halves).
+random text) in a ninth of the time: 1.0 us against 9.4 us for a sysbench row's message on an idle
+core; a flat server in ``bench/mq.py`` sent 1.07x the rows/s with it. The stdlib writes what orjson
+refuses: strings with lone surrogates (a Java string's UTF-16 halves).
 """
 
 from __future__ import annotations
