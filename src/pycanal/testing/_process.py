@@ -243,6 +243,25 @@ class PrivateServer(abc.ABC):
         if self.process is not None:
             terminate([self.process], self.stop_grace)
 
+    def _restart(
+        self, kill: bool, relaunch: Callable[[], None], stop: Callable[[], None] | None = None
+    ) -> None:
+        """A subclass's ``restart``: stop the running server (SIGKILL with ``kill``, as a crash;
+        else ``stop``, default :meth:`_shut_down`) and ``relaunch`` it on the same port and
+        directory; ``start_error`` when the port was taken meanwhile."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError(f"{type(self).__name__} is not running")
+        if kill:
+            proc.kill()
+            proc.wait(10)
+        else:
+            (stop or self._shut_down)()
+        try:
+            relaunch()
+        except PortTaken:
+            raise self.start_error(f"{self.name} could not bind port {self.port} again on restart") from None
+
     def _launch(
         self,
         command: Sequence[str],

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._process import PortTaken, PrivateServer, find_java, free_port, tail
+from ._process import PrivateServer, find_java, free_port, tail
 
 __all__ = [
     "ADMIN_USER",
@@ -325,18 +325,7 @@ class PrivateKafka(PrivateServer):
     def restart(self, kill: bool = False) -> None:
         """Stop the broker (SIGTERM and a controlled shutdown, or SIGKILL with ``kill=True``) and start
         it again on the same ports and log directory: topics and records survive."""
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            raise RuntimeError("PrivateKafka is not running")
-        if kill:
-            proc.kill()
-            proc.wait(10)
-        else:
-            super()._shut_down()
-        try:
-            self._launch_and_wait(fresh=False)
-        except PortTaken:
-            raise KafkaStartError(f"Kafka could not bind port {self.port} again on restart") from None
+        self._restart(kill, lambda: self._launch_and_wait(fresh=False))
 
     # ------------------------------------------------------------------ internals
     def _acls(

@@ -50,7 +50,7 @@ from typing import Any
 
 import pymysql
 
-from ._process import PortTaken, PrivateServer, tail
+from ._process import PrivateServer, tail
 
 __all__ = ["MariaDBStartError", "PrivateMariaDB", "find_server_binary", "mariadb_binlog_path"]
 
@@ -182,20 +182,13 @@ class PrivateMariaDB(PrivateServer):
     def restart(self, kill: bool = False) -> None:
         """Stop the server (clean SHUTDOWN, or SIGKILL with ``kill=True``, as a crash) and start
         it again on the same datadir and port: the binlog and the data survive."""
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            raise RuntimeError("PrivateMariaDB is not running")
-        if kill:
-            proc.kill()
-        else:
-            self._send_shutdown()
-        proc.wait(self.shutdown_timeout)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.socket)  # a killed server leaves its socket file behind
-        try:
+
+        def relaunch() -> None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.socket)  # a killed server leaves its socket file behind
             self._launch_and_wait()
-        except PortTaken:
-            raise MariaDBStartError(f"mariadbd could not bind port {self.port} again on restart") from None
+
+        self._restart(kill, relaunch)
 
     # ------------------------------------------------------------------ internals
     def _send_shutdown(self) -> None:

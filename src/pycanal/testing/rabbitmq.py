@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._process import PortTaken, PrivateServer, free_port, spawn, terminate
+from ._process import PrivateServer, free_port, spawn, terminate
 
 __all__ = ["RabbitMessage", "RabbitMQStartError", "PrivateRabbitMQ", "rabbitmq_scripts"]
 
@@ -163,18 +163,7 @@ class PrivateRabbitMQ(PrivateServer):
     def restart(self, kill: bool = False) -> None:
         """Stop the node (SIGTERM, or SIGKILL with ``kill=True``) and start it again on the same ports
         and Mnesia directory: durable queues and their persistent messages survive."""
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            raise RuntimeError("PrivateRabbitMQ is not running")
-        if kill:
-            proc.kill()
-            proc.wait(10)
-        else:
-            terminate([proc], self.stop_grace)
-        try:
-            self._launch_and_wait(fresh=False)
-        except PortTaken:
-            raise RabbitMQStartError(f"RabbitMQ could not bind port {self.port} again on restart") from None
+        self._restart(kill, lambda: self._launch_and_wait(fresh=False), stop=super()._shut_down)  # epmd stays
 
     # ------------------------------------------------------------------ internals
     def _start(self) -> None:

@@ -34,7 +34,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from ._process import PortTaken, PrivateServer, find_java
+from ._process import PrivateServer, find_java
 
 __all__ = ["S3PROXY_VERSION", "PrivateS3", "S3StartError", "s3proxy_home", "s3proxy_jar"]
 
@@ -193,18 +193,7 @@ class PrivateS3(PrivateServer):
     def restart(self, kill: bool = False) -> None:
         """Stop the server (SIGTERM, or SIGKILL with ``kill=True``) and start it again on the same
         port and directory: buckets and objects survive."""
-        proc = self.process
-        if proc is None or proc.poll() is not None:
-            raise RuntimeError("PrivateS3 is not running")
-        if kill:
-            proc.kill()
-            proc.wait(10)
-        else:
-            super()._shut_down()
-        try:
-            self._launch_and_wait(append=True)
-        except PortTaken:
-            raise S3StartError(f"S3Proxy could not bind port {self.port} again on restart") from None
+        self._restart(kill, lambda: self._launch_and_wait(append=True))
 
     # ------------------------------------------------------------------ internals
     def _start(self) -> None:
