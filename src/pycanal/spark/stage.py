@@ -16,16 +16,17 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .rows import ARROW_SCHEMA, ChangeRow, RowPosition, to_record_batch
 
-__all__ = ["STAGED", "expand_staged", "stage_rows"]
+__all__ = ["STAGED", "expand_staged", "read_staged", "stage_file", "stage_rows"]
 
 STAGED = "STAGED"
 
@@ -40,21 +41,18 @@ def stage_rows(
 ) -> pa.RecordBatch | None:
     """Write ``batches`` (change rows) to a new file in ``stage``; their ``STAGED`` row (None: no
     rows), at ``at`` and ``when`` or else at the first row's position and time."""
-    stage.mkdir(parents=True, exist_ok=True)
-    path = stage / f"{uuid.uuid4().hex}.arrow"  # not a table's name: any character may be in it
-    tmp = path.with_suffix(".tmp")
-    n, first = 0, None
-    options = pa.ipc.IpcWriteOptions(compression="lz4")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, ARROW_SCHEMA, options=options) as out:
-        for batch in batches:
-            if first is None and batch.num_rows:
-                first = batch.slice(0, 1).to_pylist()[0]
-            out.write_batch(batch)
-            n += batch.num_rows
-    if first is None:
-        tmp.unlink()
+    first: dict[str, Any] | None = None
+
+    def noting_first(batch: pa.RecordBatch) -> pa.RecordBatch:
+        nonlocal first
+        if first is None and batch.num_rows:
+            first = batch.slice(0, 1).to_pylist()[0]
+        return batch
+
+    written = stage_file(stage, ARROW_SCHEMA, map(noting_first, batches))
+    if written is None or first is None:
         return None
-    os.replace(tmp, path)  # whole or not at all
+    path, n = written
     if at is None:
         at = RowPosition(**first["position"])
     marker = ChangeRow(STAGED, database, table, None, None, json.dumps({"rows": n}), at, when or first["ts"],
@@ -72,11 +70,7 @@ def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Path]]:
     paths, infos = rows.column("sql"), rows.column("after")
     for i in staged:
         path = Path(paths[i].as_py())
-        try:
-            with pa.OSFile(str(path), "rb") as source:  # read into memory: the file goes soon
-                chunk = pa.ipc.open_file(source).read_all()
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise RuntimeError(f"the rows staged in {path} cannot be read: {exc}") from None
+        chunk = read_staged(path)
         want = json.loads(infos[i].as_py())["rows"]
         if chunk.num_rows != want or chunk.schema != ARROW_SCHEMA:
             raise RuntimeError(
@@ -88,3 +82,33 @@ def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Path]]:
         start = i + 1
     parts.append(rows.slice(start))
     return pa.concat_tables(parts), files
+
+
+def stage_file(
+    stage: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch], prefix: str = ""
+) -> tuple[Path, int] | None:
+    """``batches`` written to a new Arrow IPC file (LZ4) in ``stage``, whole or not at all: its path
+    and row count (None, and no file, without rows)."""
+    stage.mkdir(parents=True, exist_ok=True)
+    path = stage / f"{prefix}{uuid.uuid4().hex}.arrow"  # not a table's name: any character may be in it
+    tmp = path.with_suffix(".tmp")
+    n = 0
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, schema, options=options) as out:
+        for batch in batches:
+            out.write_batch(batch)
+            n += batch.num_rows
+    if not n:
+        tmp.unlink()
+        return None
+    os.replace(tmp, path)
+    return path, n
+
+
+def read_staged(path: Path) -> pa.Table:
+    """A staged file's rows, read into memory (the file goes soon)."""
+    try:
+        with pa.OSFile(str(path), "rb") as source:
+            return pa.ipc.open_file(source).read_all()
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise RuntimeError(f"the rows staged in {path} cannot be read: {exc}") from None
