@@ -34,7 +34,8 @@ def test_settle_freezes_what_is_alive_once_per_process(restore_gc):
     assert len(gc.get_objects(generation=2)) < frozen / 10
     kept = [[i] for i in range(1000)]  # made after: still seen by the collector
     heap.settle()  # a no-op in the same process
-    assert gc.get_freeze_count() == frozen
+    # Not equal: a frozen object another thread frees meanwhile leaves the count lower (CI saw -7).
+    assert gc.get_freeze_count() <= frozen
     assert sum(1 for o in gc.get_objects() if type(o) is list and len(o) == 1) >= len(kept)
 
 
