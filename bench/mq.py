@@ -48,6 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import mq_rabbitmq  # noqa: E402
 import oltp  # noqa: E402
 import servers  # noqa: E402
 from pycanal.mq.consumer import decode_record  # noqa: E402
@@ -55,15 +56,20 @@ from pycanal.protocol import EntryProtocol_pb2 as pb  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.kafka import PrivateKafka  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
+from pycanal.testing.rabbitmq import PrivateRabbitMQ  # noqa: E402
 
 _T0 = time.monotonic()
-MODES = {  # name -> (server, flat, transaction)
-    "pycanal_flat": ("pycanal", True, False),
-    "pycanal_protobuf": ("pycanal", False, False),
-    "pycanal_flat_transactional": ("pycanal", True, True),
-    "pycanal_protobuf_transactional": ("pycanal", False, True),
-    "canal_flat": ("canal", True, False),
-    "canal_protobuf": ("canal", False, False),
+MODES = {  # name -> (server, broker, flat, transaction)
+    "pycanal_flat": ("pycanal", "kafka", True, False),
+    "pycanal_protobuf": ("pycanal", "kafka", False, False),
+    "pycanal_flat_transactional": ("pycanal", "kafka", True, True),
+    "pycanal_protobuf_transactional": ("pycanal", "kafka", False, True),
+    "canal_flat": ("canal", "kafka", True, False),
+    "canal_protobuf": ("canal", "kafka", False, False),
+    "pycanal_rabbitmq_flat": ("pycanal", "rabbitmq", True, False),
+    "pycanal_rabbitmq_protobuf": ("pycanal", "rabbitmq", False, False),
+    "canal_rabbitmq_flat": ("canal", "rabbitmq", True, False),
+    "canal_rabbitmq_protobuf": ("canal", "rabbitmq", False, False),
 }
 
 
@@ -132,15 +138,15 @@ def consume(kafka: PrivateKafka, topic: str, rows: int, started: float, timeout:
             "broker_cpu_s": round(servers.usage(kafka.pid)["cpu_s"] - broker0, 2)}  # fmt: skip
 
 
-def pycanal_conf(root: Path, db: PrivateMariaDB, start: tuple[str, int], kafka: PrivateKafka, topic: str,
-                 flat: bool, transaction: bool) -> Path:  # fmt: skip
-    """A plain conf dir in kafka mode: Canal's defaults but the source, the topic and the mode."""
+def pycanal_conf(root: Path, db: PrivateMariaDB, start: tuple[str, int], mq: dict[str, str], topic: str,
+                 flat: bool) -> Path:  # fmt: skip
+    """A plain conf dir in an MQ mode (``mq``: its keys): Canal's defaults but the source, the
+    topic and the mode."""
     (root / "bench").mkdir(parents=True)
     server = {
-        "canal.serverMode": "kafka", "canal.destinations": "bench", "canal.conf.dir": ".",
-        "canal.file.data.dir": f"{root}/data", "canal.auto.scan": "false", "canal.metrics.pull.port": free_port(),
-        "kafka.bootstrap.servers": kafka.bootstrap_servers, "canal.mq.flatMessage": str(flat).lower(),
-        "canal.mq.transaction": str(transaction).lower(),
+        "canal.destinations": "bench", "canal.conf.dir": ".", "canal.file.data.dir": f"{root}/data",
+        "canal.auto.scan": "false", "canal.metrics.pull.port": free_port(), "canal.mq.flatMessage": str(flat).lower(),
+        **mq,
     }  # fmt: skip
     instance = {
         "canal.instance.master.address": f"{db.host}:{db.port}", "canal.instance.master.journal.name": start[0],
@@ -153,25 +159,36 @@ def pycanal_conf(root: Path, db: PrivateMariaDB, start: tuple[str, int], kafka: 
     return root
 
 
-def run(mode: str, db: PrivateMariaDB, kafka: PrivateKafka, start: tuple[str, int], rows: int, tmp: Path,
+def run(mode: str, db: PrivateMariaDB, brokers: dict[str, Any], start: tuple[str, int], rows: int, tmp: Path,
         timeout: float, profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """One run of ``mode``: its rates and the server's CPU seconds (its process tree) over the run;
     with ``profile``, a py-spy profile of a pycanal server there."""
-    kind, flat, transaction = MODES[mode]
+    kind, broker, flat, transaction = MODES[mode]
     topic = f"bench-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
-    kafka.create_topic(topic, 1)
+    mq = brokers[broker]
+    if broker == "kafka":
+        mq.create_topic(topic, 1)
+        keys = {"canal.serverMode": "kafka", "kafka.bootstrap.servers": mq.bootstrap_servers}
+
+        def read(started: float) -> dict[str, Any]:
+            return consume(mq, topic, rows, started, timeout)
+    else:
+        mq_rabbitmq.declare(mq, topic)
+        keys = mq_rabbitmq.keys(mq, topic)
+
+        def read(started: float) -> dict[str, Any]:
+            return mq_rabbitmq.consume(mq, topic, rows, started, timeout, touch)
+
     started = time.monotonic()
     if kind == "pycanal":
-        conf = pycanal_conf(tmp / topic, db, start, kafka, topic, flat, transaction)
+        keys["canal.mq.transaction"] = str(transaction).lower()
+        conf = pycanal_conf(tmp / topic, db, start, keys, topic, flat)
         with (tmp / f"{topic}.log").open("wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "pycanal.cli", "server", "--conf", str(conf)],
                                     stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
         spy = servers.profile_of(proc.pid, profile / f"{mode}.txt") if profile is not None else None
         try:
-            return {
-                **consume(kafka, topic, rows, started, timeout),
-                "server_cpu_s": servers.usage(proc.pid)["cpu_s"],
-            }
+            return {**read(started), "server_cpu_s": servers.usage(proc.pid)["cpu_s"]}
         finally:
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -180,20 +197,18 @@ def run(mode: str, db: PrivateMariaDB, kafka: PrivateKafka, start: tuple[str, in
             proc.wait(30)
     from pycanal.testing.canal import PrivateCanal
 
-    canal = PrivateCanal.for_mariadb(
-        db,
-        destinations={"bench": {"filter.regex": f"{db.database}\\.sbtest.*", "master.journal.name": start[0],
-                                "master.position": start[1], "canal.mq.topic": topic}},
-        canal_properties={"canal.serverMode": "kafka", "canal.mq.flatMessage": flat,
-                          "kafka.bootstrap.servers": kafka.bootstrap_servers},
-        quick_start=False, jvm_args=servers.CANAL_HEAP, timezone="UTC", log_level="WARN",
-    )  # fmt: skip
-    with canal:
-        assert canal.pid is not None
-        return {
-            **consume(kafka, topic, rows, started, timeout),
-            "server_cpu_s": servers.usage(canal.pid)["cpu_s"],
-        }
+    home = mq_rabbitmq.canal_home_with_rabbitmq(tmp) if broker == "rabbitmq" else contextlib.nullcontext()
+    with home:
+        canal = PrivateCanal.for_mariadb(
+            db,
+            destinations={"bench": {"filter.regex": f"{db.database}\\.sbtest.*", "master.journal.name": start[0],
+                                    "master.position": start[1], "canal.mq.topic": topic}},
+            canal_properties={**keys, "canal.mq.flatMessage": flat},
+            quick_start=False, jvm_args=servers.CANAL_HEAP, timezone="UTC", log_level="WARN",
+        )  # fmt: skip
+        with canal:
+            assert canal.pid is not None
+            return {**read(started), "server_cpu_s": servers.usage(canal.pid)["cpu_s"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,14 +232,19 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.redirect_stdout(sys.stderr), tempfile.TemporaryDirectory(prefix="pycanal-mq-") as tmp_s:
         tmp = Path(tmp_s)
         db = oltp.source_db()
-        with db, PrivateKafka() as kafka:
+        with db, contextlib.ExitStack() as stack:
+            brokers = {  # only the brokers the chosen modes need
+                name: stack.enter_context(factory())
+                for name, factory in (("kafka", PrivateKafka), ("rabbitmq", PrivateRabbitMQ))
+                if any(MODES[m][1] == name for m in modes)
+            }
             common = [f"--tables={args.tables}", f"--table-size={args.table_size}"]
             oltp.sysbench(db, "oltp_write_only", "prepare", *common)
             work = oltp.run_workload(db, "oltp_write_only", args.events, args.threads, common)
             start, rows = (work["file"].name, 4), work["rows"]
             for round_ in range(args.repeat):
                 for mode in modes:
-                    res = run(mode, db, kafka, start, rows, tmp, args.timeout, args.profile)
+                    res = run(mode, db, brokers, start, rows, tmp, args.timeout, args.profile)
                     runs[mode].append(res)
                     log(
                         f"round {round_ + 1}: {mode} {res['rows_per_s']:,} rows/s (start-up {res['startup_s']} s, "
@@ -253,9 +273,17 @@ def main(argv: list[str] | None = None) -> int:
         "pycanal_vs_canal, flat": ratio("pycanal_flat", "canal_flat"),
         "pycanal_vs_canal, protobuf": ratio("pycanal_protobuf", "canal_protobuf"),
     }
+    result["ratios"] = {  # RabbitMQ against Kafka, and against Canal's RabbitMQ mode (no goal in issue 39)
+        "rabbitmq_vs_kafka, pycanal flat": ratio("pycanal_rabbitmq_flat", "pycanal_flat"),
+        "rabbitmq_vs_kafka, pycanal protobuf": ratio("pycanal_rabbitmq_protobuf", "pycanal_protobuf"),
+        "pycanal_vs_canal, rabbitmq flat": ratio("pycanal_rabbitmq_flat", "canal_rabbitmq_flat"),
+        "pycanal_vs_canal, rabbitmq protobuf": ratio("pycanal_rabbitmq_protobuf", "canal_rabbitmq_protobuf"),
+    }
     result["settings"] = (
-        "plain conf dirs: Canal's canal.mq.* and kafka.* defaults (canalBatchSize 50, acks=all, one "
-        "partition); Canal 1.1.7 with startup.sh's G1 and heap " + " ".join(servers.CANAL_HEAP)
+        "plain conf dirs: Canal's canal.mq.*, kafka.* and rabbitmq.* defaults (canalBatchSize 50, acks=all, one "
+        "partition; RabbitMQ: a durable direct exchange and queue, persistent messages; the consumer acks "
+        f"every {mq_rabbitmq.ACK_EVERY} with prefetch {mq_rabbitmq.PREFETCH}); Canal 1.1.7 with startup.sh's "
+        "G1 and heap " + " ".join(servers.CANAL_HEAP)
     )
     result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
                          "load_avg_at_start": [round(x, 2) for x in load_start]}  # fmt: skip

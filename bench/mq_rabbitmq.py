@@ -1,0 +1,137 @@
+"""The RabbitMQ side of ``bench/mq.py``: the ``rabbitmq.*`` keys both servers get, the consumer that
+reads a queue back, and a Canal home whose ``plugin/`` holds Canal 1.1.7's RabbitMQ producer.
+
+Each run gets a fresh durable queue, bound with its own name as the routing key to a durable direct
+exchange; the destination's topic (``canal.mq.topic``) is the queue's name, so both servers publish
+every message through the exchange to that queue. The bench declares them before the server starts
+(the consumer can then wait on the queue), with the arguments both servers declare them with, so
+their own declarations are no-ops.
+
+The consumer (pika's ``BlockingConnection``, as the project's tests read RabbitMQ) takes the queue
+with a prefetch of 2,000 and acknowledges every 500 messages at once (``multiple``): a consumer
+that loses nothing when it dies, without a round trip per message. A message body is the bytes
+a Kafka record's value holds, so it is decoded by the same function as the Kafka consumer's.
+
+Canal's RabbitMQ producer is ``com.alibaba.otter:connector.rabbitmq:1.1.7`` (jar-with-dependencies,
+on Maven Central). ``scripts/setup.sh`` puts only Kafka's producer into ``$PYCANAL_CANAL_HOME/plugin``,
+so :func:`canal_home_with_rabbitmq` looks there first, else copies the jar once with ``mvn`` (the
+command ``setup.sh`` uses for Kafka's) into a cache directory beside it, and links a private
+Canal home (its ``lib``, compiled launchers and plugins, plus this jar) for ``PYCANAL_CANAL_HOME``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import servers  # noqa: E402
+from pycanal.testing.canal.launcher import CANAL_VERSION, canal_home  # noqa: E402
+from pycanal.testing.rabbitmq import PrivateRabbitMQ  # noqa: E402
+
+PLUGIN = f"com.alibaba.otter:connector.rabbitmq:{CANAL_VERSION}:jar:jar-with-dependencies"
+PLUGIN_JAR = f"connector.rabbitmq-{CANAL_VERSION}-jar-with-dependencies.jar"
+PREFETCH, ACK_EVERY = 2000, 500
+
+
+def keys(rabbit: PrivateRabbitMQ, queue: str) -> dict[str, str]:
+    """``canal.properties`` of rabbitMQ mode for a run publishing to ``queue`` (see the docstring)."""
+    return {
+        "canal.serverMode": "rabbitMQ", "rabbitmq.host": rabbit.address, "rabbitmq.username": rabbit.user,
+        "rabbitmq.password": rabbit.password, "rabbitmq.exchange": f"canal-{queue}", "rabbitmq.queue": queue,
+        "rabbitmq.routingKey": queue, "rabbitmq.deliveryMode": "direct",
+    }  # fmt: skip
+
+
+def declare(rabbit: PrivateRabbitMQ, queue: str) -> None:
+    """The run's queue, exchange and binding, as :func:`keys` names them."""
+    rabbit.declare_queue(queue, f"canal-{queue}", queue)
+
+
+def consume(rabbit: PrivateRabbitMQ, queue: str, rows: int, started: float, timeout: float,
+            touch: Callable[[bytes], int]) -> dict[str, Any]:  # fmt: skip
+    """Read ``queue`` until ``rows`` row changes came (``touch`` decodes a body and counts them):
+    as ``mq.consume`` does for a Kafka topic, with the RabbitMQ node's CPU as the broker's."""
+    assert rabbit.pid is not None
+    cpu0, broker0 = time.process_time(), servers.usage(rabbit.pid)["cpu_s"]
+    conn = rabbit.connect()
+    seen, first, deadline, tag, acked = 0, None, time.monotonic() + timeout, 0, 0
+    try:
+        channel = conn.channel()
+        channel.basic_qos(prefetch_count=PREFETCH)
+        for method, _props, body in channel.consume(queue, inactivity_timeout=0.2):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{queue}: {seen:,} of {rows:,} row changes in {timeout:g} s")
+            if method is None:
+                continue
+            if first is None:
+                first = time.monotonic()
+            seen += touch(body)
+            tag = method.delivery_tag
+            if tag - acked >= ACK_EVERY:
+                channel.basic_ack(tag, multiple=True)
+                acked = tag
+            if seen >= rows:
+                break
+        done = time.monotonic()
+        if tag > acked:
+            channel.basic_ack(tag, multiple=True)
+        channel.cancel()
+    finally:
+        conn.close()
+    if seen != rows:
+        raise RuntimeError(f"{queue}: {seen:,} row changes, the file holds {rows:,} (some sent twice)")
+    assert first is not None
+    return {"rows_per_s": round(rows / (done - first)), "wall_s": round(done - first, 3),
+            "startup_s": round(first - started, 3), "consumer_cpu_s": round(time.process_time() - cpu0, 2),
+            "broker_cpu_s": round(servers.usage(rabbit.pid)["cpu_s"] - broker0, 2)}  # fmt: skip
+
+
+def plugin_jar() -> Path:
+    """Canal's RabbitMQ producer jar: in the Canal home's ``plugin/``, else copied once by ``mvn``
+    into ``<home>-rabbitmq-plugin/`` (a failure names the log with mvn's reasons)."""
+    home = canal_home()
+    if (home / "plugin" / PLUGIN_JAR).is_file():
+        return home / "plugin" / PLUGIN_JAR
+    cache = home.parent / f"{home.name}-rabbitmq-plugin"
+    if not (cache / PLUGIN_JAR).is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        log = cache / "mvn.log"
+        with log.open("wb") as out:
+            rc = subprocess.run(["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={PLUGIN}",
+                                 f"-DoutputDirectory={cache}"], stdout=out, stderr=subprocess.STDOUT).returncode  # fmt: skip
+        if rc != 0 or not (cache / PLUGIN_JAR).is_file():
+            raise RuntimeError(f"mvn could not copy {PLUGIN} into {cache} (exit {rc}): see {log}")
+    return cache / PLUGIN_JAR
+
+
+@contextlib.contextmanager
+def canal_home_with_rabbitmq(tmp: Path) -> Iterator[Path]:
+    """``PYCANAL_CANAL_HOME`` set, meanwhile, to a home in ``tmp`` linking the real one's ``lib``,
+    launchers and plugins, and :func:`plugin_jar` in its ``plugin/``."""
+    real, jar = canal_home(), plugin_jar()
+    home = tmp / "canal-home"
+    if not home.exists():
+        (home / "plugin").mkdir(parents=True)
+        for entry in real.iterdir():
+            if entry.name == "lib" or entry.name.startswith("launcher-"):
+                (home / entry.name).symlink_to(entry, target_is_directory=True)
+        for plugin in [*(real / "plugin").glob("*.jar"), jar]:
+            with contextlib.suppress(FileExistsError):
+                (home / "plugin" / plugin.name).symlink_to(plugin)
+    before = os.environ.get("PYCANAL_CANAL_HOME")
+    os.environ["PYCANAL_CANAL_HOME"] = str(home)
+    try:
+        yield home
+    finally:
+        if before is None:
+            del os.environ["PYCANAL_CANAL_HOME"]
+        else:
+            os.environ["PYCANAL_CANAL_HOME"] = before
