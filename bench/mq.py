@@ -1,32 +1,43 @@
-"""MQ benchmark (issue 39): a sysbench ``oltp_write_only`` backlog through a server in Kafka mode into
-a private broker, read back by a consumer that parses every message.
+"""MQ benchmark (issue 39): a sysbench ``oltp_write_only`` backlog through a server in an MQ mode
+(Kafka or RabbitMQ) into a private broker, read back by a consumer that parses every message.
 
 1. The source: a private MariaDB, ``sysbench oltp_write_only`` for ``--events`` transactions alone in
    one binlog file (``bench/oltp.py``'s ``run_workload``); its rows are the file's row changes.
-2. The broker: ``pycanal.testing.kafka.PrivateKafka`` (Apache Kafka, KRaft, loopback), a fresh
-   one-partition topic per run.
+2. The brokers, each started only when a chosen mode needs it:
+   ``pycanal.testing.kafka.PrivateKafka`` (Apache Kafka, KRaft, loopback), a fresh one-partition
+   topic per run; ``pycanal.testing.rabbitmq.PrivateRabbitMQ`` (Debian's RabbitMQ node), a fresh
+   durable queue per run behind a durable direct exchange (``bench/mq_rabbitmq.py``).
 3. The servers, each a fresh process per run, from the file's start, with the shipped settings of a
-   plain conf (``canal.mq.*`` and ``kafka.*`` defaults: flat messages, ``canalBatchSize`` 50,
-   ``acks=all``):
+   plain conf (``canal.mq.*``, ``kafka.*`` and ``rabbitmq.*`` defaults: flat messages,
+   ``canalBatchSize`` 50, ``acks=all``; for RabbitMQ the broker's address, user, exchange, queue
+   and routing key, and the vhost ``/``, which Canal 1.1.7 needs named):
    * ``pycanal server`` (``canal.serverMode = kafka``): flat and protobuf, at least once and
      ``canal.mq.transaction = true`` (read committed);
-   * Alibaba Canal 1.1.7 in kafka mode (``pycanal.testing.canal``; 1.1.8's server is not on Maven
-     Central), flat and protobuf, with ``startup.sh``'s G1 and heap: the anchor.
-4. The consumer (this process, confluent-kafka, read committed) decodes every record
-   (``pycanal.mq.consumer.decode_record``: flat JSON, or a protobuf ``Packet`` whose entries and
-   ``RowChange`` are parsed) and touches every column value. The clock runs from the first record
-   to the record that completes the file's row changes: start-up (Canal's JVM 2-3.5 s, pycanal's
-   ~1 s) is reported apart, not counted. The CPU seconds of the server (from its start), the
-   broker and the consumer over the run are reported beside the rate: everything shares 2 cores. No warm-up: Canal's JIT warms up inside the run.
+   * ``pycanal server`` (``canal.serverMode = rabbitMQ``): flat and protobuf; a batch counts as sent
+     once the broker confirmed each of its messages (publisher confirms);
+   * Alibaba Canal 1.1.7 (``pycanal.testing.canal``; 1.1.8's server is not on Maven Central) in
+     kafka and in rabbitMQ mode, flat and protobuf, with ``startup.sh``'s G1 and heap: the anchor.
+     Its RabbitMQ producer publishes without confirms. It is ``connector.rabbitmq``'s
+     jar-with-dependencies, which ``scripts/setup.sh`` does not fetch: ``bench/mq_rabbitmq.py``
+     copies it once with ``mvn`` and runs Canal from a home whose ``plugin/`` links it.
+4. The consumer (this process) decodes every message (``pycanal.mq.consumer.decode_record``: flat
+   JSON, or a protobuf ``Packet`` whose entries and ``RowChange`` are parsed; a RabbitMQ body is the
+   bytes of a Kafka record's value) and touches every column value: confluent-kafka read
+   committed, or pika with a prefetch of 2,000 and an ack of every 500 messages. The clock runs
+   from the first message to the one that completes the file's row changes: start-up (Canal's JVM
+   2-6 s, pycanal's ~1 s) is reported apart, not counted. The CPU seconds of the server (from its
+   start), the broker (its process tree: Kafka's JVM, the RabbitMQ node's beam) and the consumer
+   over the run are reported beside the rate: everything shares 2 cores. No warm-up: Canal's JIT
+   warms up inside the run.
 
 The modes alternate for ``--repeat`` rounds; the medians count, with each run listed. Ratios
 against the goals of issue 39: flat >= 30k rows/s, protobuf >= 1.3x flat, transactional >= 0.8x
-at least once, and pycanal / Canal per format. One JSON object on stdout; progress on stderr.
+at least once, and pycanal / Canal per format; beside them (no goal) RabbitMQ / Kafka for pycanal
+and pycanal / Canal in RabbitMQ mode. One JSON object on stdout; progress on stderr.
 
     .venv/bin/python bench/mq.py [--events 15000] [--repeat 3] [--skip-canal] [--modes M,...] [--profile DIR]
 
-Not here yet: Spark from Kafka into the lake against the TCP pipeline (``pycanal pipeline
---kafka``).
+Spark from Kafka into the lake against the TCP pipeline is ``bench/pipeline.py --via kafka``.
 """
 
 from __future__ import annotations

@@ -42,9 +42,12 @@ PREFETCH, ACK_EVERY = 2000, 500
 
 
 def keys(rabbit: PrivateRabbitMQ, queue: str) -> dict[str, str]:
-    """``canal.properties`` of rabbitMQ mode for a run publishing to ``queue`` (see the docstring)."""
+    """``canal.properties`` of rabbitMQ mode for a run publishing to ``queue`` (see the docstring).
+    The vhost is named: Canal 1.1.7 has no default for it (without one its producer's start fails,
+    "Invalid configuration: 'virtualHost' must be non-null"); pycanal's is ``/`` anyway."""
     return {
-        "canal.serverMode": "rabbitMQ", "rabbitmq.host": rabbit.address, "rabbitmq.username": rabbit.user,
+        "canal.serverMode": "rabbitMQ", "rabbitmq.host": rabbit.address, "rabbitmq.virtual.host": "/",
+        "rabbitmq.username": rabbit.user,
         "rabbitmq.password": rabbit.password, "rabbitmq.exchange": f"canal-{queue}", "rabbitmq.queue": queue,
         "rabbitmq.routingKey": queue, "rabbitmq.deliveryMode": "direct",
     }  # fmt: skip
