@@ -12,8 +12,9 @@ with a prefetch of 2,000 and acknowledges every 500 messages at once (``multiple
 that loses nothing when it dies, without a round trip per message. A message body is the bytes
 a Kafka record's value holds, so it is decoded by the same function as the Kafka consumer's. Its
 ceiling, from a queue filled beforehand with 20,000 flat sbtest UPDATE messages, was 17-20k
-messages/s (25 us of its CPU each; prefetch 10,000 with acks of 2,000 was slower, 12k): above what
-the servers send today, but a flat run nearing issue 39's 30k rows/s would measure it.
+messages/s (25-35 us of its CPU each), 7-11k with the machine's load average at 6; prefetch
+10,000 with acks of 2,000 was no faster (12k), nor pika's ``consume`` generator: above what the
+servers send today, but a flat run nearing issue 39's 30k rows/s would measure the consumer.
 
 Canal's RabbitMQ producer is ``com.alibaba.otter:connector.rabbitmq:1.1.7`` (jar-with-dependencies,
 on Maven Central). ``scripts/setup.sh`` puts only Kafka's producer into ``$PYCANAL_CANAL_HOME/plugin``,
@@ -27,17 +28,12 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import servers  # noqa: E402
-from pycanal.testing.canal.launcher import CANAL_VERSION, canal_home  # noqa: E402
-from pycanal.testing.rabbitmq import PrivateRabbitMQ  # noqa: E402
+from pycanal.testing.canal.launcher import CANAL_VERSION, canal_home
+from pycanal.testing.rabbitmq import PrivateRabbitMQ
 
 PLUGIN = f"com.alibaba.otter:connector.rabbitmq:{CANAL_VERSION}:jar:jar-with-dependencies"
 PLUGIN_JAR = f"connector.rabbitmq-{CANAL_VERSION}-jar-with-dependencies.jar"
@@ -61,43 +57,41 @@ def declare(rabbit: PrivateRabbitMQ, queue: str) -> None:
     rabbit.declare_queue(queue, f"canal-{queue}", queue)
 
 
-def consume(rabbit: PrivateRabbitMQ, queue: str, rows: int, started: float, timeout: float,
-            touch: Callable[[bytes], int]) -> dict[str, Any]:  # fmt: skip
-    """Read ``queue`` until ``rows`` row changes came (``touch`` decodes a body and counts them):
-    as ``mq.consume`` does for a Kafka topic, with the RabbitMQ node's CPU as the broker's."""
-    assert rabbit.pid is not None
-    cpu0, broker0 = time.process_time(), servers.usage(rabbit.pid)["cpu_s"]
-    conn = rabbit.connect()
-    seen, first, deadline, tag, acked = 0, None, time.monotonic() + timeout, 0, 0
-    try:
-        channel = conn.channel()
-        channel.basic_qos(prefetch_count=PREFETCH)
-        for method, _props, body in channel.consume(queue, inactivity_timeout=0.2):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{queue}: {seen:,} of {rows:,} row changes in {timeout:g} s")
-            if method is None:
-                continue
-            if first is None:
-                first = time.monotonic()
-            seen += touch(body)
-            tag = method.delivery_tag
-            if tag - acked >= ACK_EVERY:
-                channel.basic_ack(tag, multiple=True)
-                acked = tag
-            if seen >= rows:
-                break
-        done = time.monotonic()
-        if tag > acked:
-            channel.basic_ack(tag, multiple=True)
-        channel.cancel()
-    finally:
-        conn.close()
-    if seen != rows:
-        raise RuntimeError(f"{queue}: {seen:,} row changes, the file holds {rows:,} (some sent twice)")
-    assert first is not None
-    return {"rows_per_s": round(rows / (done - first)), "wall_s": round(done - first, 3),
-            "startup_s": round(first - started, 3), "consumer_cpu_s": round(time.process_time() - cpu0, 2),
-            "broker_cpu_s": round(servers.usage(rabbit.pid)["cpu_s"] - broker0, 2)}  # fmt: skip
+class Reader:
+    """A consumer of ``queue`` (see the module docstring) for ``mq.consume``: registered at once,
+    so the broker delivers from the moment it exists."""
+
+    def __init__(self, rabbit: PrivateRabbitMQ, queue: str) -> None:
+        self.conn = rabbit.connect()
+        self.channel = self.conn.channel()
+        self.channel.basic_qos(prefetch_count=PREFETCH)
+        self.bodies: list[bytes] = []
+        self.tag = self.acked = 0
+        self.channel.basic_consume(queue, self._on_message)
+
+    def _on_message(self, _channel: Any, method: Any, _props: Any, body: bytes) -> None:
+        self.bodies.append(body)
+        self.tag = method.delivery_tag
+
+    def poll(self) -> list[bytes]:
+        """The bodies delivered within 0.2 s (pika returns as soon as some were), acknowledged
+        ``ACK_EVERY`` at a time."""
+        self.conn.process_data_events(time_limit=0.2)
+        if self.tag - self.acked >= ACK_EVERY:
+            self._ack()
+        bodies, self.bodies = self.bodies, []
+        return bodies
+
+    def _ack(self) -> None:
+        self.channel.basic_ack(self.tag, multiple=True)
+        self.acked = self.tag
+
+    def close(self) -> None:
+        try:
+            if self.tag > self.acked and self.channel.is_open:
+                self._ack()
+        finally:
+            self.conn.close()
 
 
 def plugin_jar() -> Path:
