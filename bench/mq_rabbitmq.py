@@ -7,8 +7,8 @@ every message through the exchange to that queue. The bench declares them before
 (the consumer can then wait on the queue), with the arguments both servers declare them with, so
 their own declarations are no-ops.
 
-The consumer (pika's ``BlockingConnection``, as the project's tests read RabbitMQ) takes the queue
-with a prefetch of 2,000 and acknowledges every 500 messages at once (``multiple``): a consumer
+The consumer (:class:`Reader`: pika's ``BlockingConnection``, as the project's tests read RabbitMQ,
+with a ``basic_consume`` callback) takes the queue with a prefetch of 2,000 and acknowledges every 500 messages at once (``multiple``): a consumer
 that loses nothing when it dies, without a round trip per message. A message body is the bytes
 a Kafka record's value holds, so it is decoded by the same function as the Kafka consumer's. Its
 ceiling, from a queue filled beforehand with 20,000 flat sbtest UPDATE messages, was 17-20k
@@ -46,9 +46,9 @@ def keys(rabbit: PrivateRabbitMQ, queue: str) -> dict[str, str]:
     "Invalid configuration: 'virtualHost' must be non-null"); pycanal's is ``/`` anyway."""
     return {
         "canal.serverMode": "rabbitMQ", "rabbitmq.host": rabbit.address, "rabbitmq.virtual.host": "/",
-        "rabbitmq.username": rabbit.user,
-        "rabbitmq.password": rabbit.password, "rabbitmq.exchange": f"canal-{queue}", "rabbitmq.queue": queue,
-        "rabbitmq.routingKey": queue, "rabbitmq.deliveryMode": "direct",
+        "rabbitmq.username": rabbit.user, "rabbitmq.password": rabbit.password,
+        "rabbitmq.exchange": f"canal-{queue}", "rabbitmq.queue": queue, "rabbitmq.routingKey": queue,
+        "rabbitmq.deliveryMode": "direct",
     }  # fmt: skip
 
 
