@@ -8,9 +8,10 @@ every message through the exchange to that queue. The bench declares them before
 their own declarations are no-ops.
 
 The consumer (:class:`Reader`: pika's ``BlockingConnection``, as the project's tests read RabbitMQ,
-with a ``basic_consume`` callback) takes the queue with a prefetch of 2,000 and acknowledges every 500 messages at once (``multiple``): a consumer
-that loses nothing when it dies, without a round trip per message. A message body is the bytes
-a Kafka record's value holds, so it is decoded by the same function as the Kafka consumer's. Its
+with a ``basic_consume`` callback) takes the queue with a prefetch of 2,000 and acknowledges every
+500 messages at once (``multiple``): a consumer that loses nothing when it dies, without a round
+trip per message. A message body is the bytes a Kafka record's value holds, so it is decoded by
+the same function as the Kafka consumer's. Its
 ceiling, from a queue filled beforehand with 20,000 flat sbtest UPDATE messages, was 17-20k
 messages/s (25-35 us of its CPU each), 7-11k with the machine's load average at 6; prefetch
 10,000 with acks of 2,000 was no faster (12k), nor pika's ``consume`` generator: above what the
