@@ -105,9 +105,9 @@ def plugin_jar() -> Path:
     if not (cache / PLUGIN_JAR).is_file():
         cache.mkdir(parents=True, exist_ok=True)
         log = cache / "mvn.log"
+        command = ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={PLUGIN}", f"-DoutputDirectory={cache}"]
         with log.open("wb") as out:
-            rc = subprocess.run(["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={PLUGIN}",
-                                 f"-DoutputDirectory={cache}"], stdout=out, stderr=subprocess.STDOUT).returncode  # fmt: skip
+            rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode
         if rc != 0 or not (cache / PLUGIN_JAR).is_file():
             raise RuntimeError(f"mvn could not copy {PLUGIN} into {cache} (exit {rc}): see {log}")
     return cache / PLUGIN_JAR
