@@ -220,18 +220,18 @@ def serve(mode: str, db: PrivateMariaDB, keys: dict[str, str], start: tuple[str,
         return
     from pycanal.testing.canal import PrivateCanal
 
-    home = mq_rabbitmq.canal_home_with_rabbitmq(tmp) if broker == "rabbitmq" else contextlib.nullcontext()
-    with home:
-        canal = PrivateCanal.for_mariadb(
-            db,
-            destinations={"bench": {"filter.regex": f"{db.database}\\.sbtest.*", "master.journal.name": start[0],
-                                    "master.position": start[1], "canal.mq.topic": topic}},
-            canal_properties={**keys, "canal.mq.flatMessage": flat},
-            quick_start=False, jvm_args=servers.CANAL_HEAP, timezone="UTC", log_level="WARN",
-        )  # fmt: skip
-        with canal:
-            assert canal.pid is not None
-            yield canal.pid
+    if broker == "rabbitmq":
+        mq_rabbitmq.check_plugin()
+    canal = PrivateCanal.for_mariadb(
+        db,
+        destinations={"bench": {"filter.regex": f"{db.database}\\.sbtest.*", "master.journal.name": start[0],
+                                "master.position": start[1], "canal.mq.topic": topic}},
+        canal_properties={**keys, "canal.mq.flatMessage": flat},
+        quick_start=False, jvm_args=servers.CANAL_HEAP, timezone="UTC", log_level="WARN",
+    )  # fmt: skip
+    with canal:
+        assert canal.pid is not None
+        yield canal.pid
 
 
 def run(mode: str, db: PrivateMariaDB, brokers: dict[str, Any], start: tuple[str, int], rows: int, tmp: Path,

@@ -18,19 +18,12 @@ messages/s (25-35 us of its CPU each), 7-11k with the machine's load average at 
 servers send today, but a flat run nearing issue 39's 30k rows/s would measure the consumer.
 
 Canal's RabbitMQ producer is ``com.alibaba.otter:connector.rabbitmq:1.1.7`` (jar-with-dependencies,
-on Maven Central). ``scripts/setup.sh`` puts only Kafka's producer into ``$PYCANAL_CANAL_HOME/plugin``,
-so :func:`canal_home_with_rabbitmq` looks there first, else copies the jar once with ``mvn`` (the
-command ``setup.sh`` uses for Kafka's) into a cache directory beside it, and links a private
-Canal home (its ``lib``, compiled launchers and plugins, plus this jar) for ``PYCANAL_CANAL_HOME``.
+on Maven Central), which ``scripts/setup.sh`` copies into Canal's ``plugin/`` beside Kafka's, as
+Canal's own package ships both (:func:`check_plugin`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from pycanal.testing.canal.launcher import CANAL_VERSION, canal_home
@@ -95,44 +88,8 @@ class Reader:
             self.conn.close()
 
 
-def plugin_jar() -> Path:
-    """Canal's RabbitMQ producer jar: in the Canal home's ``plugin/``, else copied once by ``mvn``
-    into ``<home>-rabbitmq-plugin/`` (a failure names the log with mvn's reasons)."""
-    home = canal_home()
-    if (home / "plugin" / PLUGIN_JAR).is_file():
-        return home / "plugin" / PLUGIN_JAR
-    cache = home.parent / f"{home.name}-rabbitmq-plugin"
-    if not (cache / PLUGIN_JAR).is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        log = cache / "mvn.log"
-        command = ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={PLUGIN}", f"-DoutputDirectory={cache}"]
-        with log.open("wb") as out:
-            rc = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode
-        if rc != 0 or not (cache / PLUGIN_JAR).is_file():
-            raise RuntimeError(f"mvn could not copy {PLUGIN} into {cache} (exit {rc}): see {log}")
-    return cache / PLUGIN_JAR
-
-
-@contextlib.contextmanager
-def canal_home_with_rabbitmq(tmp: Path) -> Iterator[Path]:
-    """``PYCANAL_CANAL_HOME`` set, meanwhile, to a home in ``tmp`` linking the real one's ``lib``,
-    launchers and plugins, and :func:`plugin_jar` in its ``plugin/``."""
-    real, jar = canal_home(), plugin_jar()
-    home = tmp / "canal-home"
-    if not home.exists():
-        (home / "plugin").mkdir(parents=True)
-        for entry in real.iterdir():
-            if entry.name == "lib" or entry.name.startswith("launcher-"):
-                (home / entry.name).symlink_to(entry, target_is_directory=True)
-        for plugin in [*(real / "plugin").glob("*.jar"), jar]:
-            with contextlib.suppress(FileExistsError):
-                (home / "plugin" / plugin.name).symlink_to(plugin)
-    before = os.environ.get("PYCANAL_CANAL_HOME")
-    os.environ["PYCANAL_CANAL_HOME"] = str(home)
-    try:
-        yield home
-    finally:
-        if before is None:
-            del os.environ["PYCANAL_CANAL_HOME"]
-        else:
-            os.environ["PYCANAL_CANAL_HOME"] = before
+def check_plugin() -> None:
+    """Canal's RabbitMQ producer must be in its home's ``plugin/`` (``scripts/setup.sh`` puts it there)."""
+    jar = canal_home() / "plugin" / PLUGIN_JAR
+    if not jar.is_file():
+        raise RuntimeError(f"{jar} is missing: run scripts/setup.sh (mvn copies {PLUGIN} there)")

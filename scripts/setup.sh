@@ -208,21 +208,26 @@ maven_jars() {
 CANAL_VERSION="$(sed -n 's:.*<canal.version>\(.*\)</canal.version>.*:\1:p' scripts/canal/pom.xml)"
 CANAL_HOME="${PYCANAL_CANAL_HOME:-$HOME/.cache/pycanal/canal-$CANAL_VERSION}"
 maven_jars "canal: $CANAL_VERSION" scripts/canal/pom.xml "$CANAL_HOME"
-# Canal's Kafka producer for its MQ mode (canal.serverMode = kafka), loaded by Canal from plugin/ and not from
-# its classpath: connector.kafka's jar-with-dependencies (kafka-clients 2.4 inside) into $CANAL_HOME/plugin.
-CANAL_KAFKA_PLUGIN="com.alibaba.otter:connector.kafka:$CANAL_VERSION:jar:jar-with-dependencies"
-if [ "$CANAL_KAFKA_PLUGIN" = "$(cat "$CANAL_HOME/plugin/.pycanal-artifact" 2>/dev/null || true)" ]; then
-    log "canal: kafka plugin up to date in $CANAL_HOME/plugin"
+# Canal's producers for its MQ modes (canal.serverMode = kafka, rabbitMQ), loaded by Canal from plugin/ and not
+# from its classpath, as Canal's own package ships them: connector.kafka's and connector.rabbitmq's
+# jar-with-dependencies (kafka-clients 2.4, amqp-client inside) into $CANAL_HOME/plugin.
+CANAL_PLUGINS="connector.kafka connector.rabbitmq"
+if [ "$CANAL_VERSION $CANAL_PLUGINS" = "$(cat "$CANAL_HOME/plugin/.pycanal-artifact" 2>/dev/null || true)" ]; then
+    log "canal: MQ plugins up to date in $CANAL_HOME/plugin"
 else
     rm -rf "$CANAL_HOME/plugin.new"
-    if mvn -q -B dependency:copy -Dartifact="$CANAL_KAFKA_PLUGIN" -DoutputDirectory="$CANAL_HOME/plugin.new" \
-        >"$CANAL_HOME/mvn-plugin.log" 2>&1; then
-        echo "$CANAL_KAFKA_PLUGIN" >"$CANAL_HOME/plugin.new/.pycanal-artifact"
+    fetched=1
+    for plugin in $CANAL_PLUGINS; do
+        mvn -q -B dependency:copy -Dartifact="com.alibaba.otter:$plugin:$CANAL_VERSION:jar:jar-with-dependencies" \
+            -DoutputDirectory="$CANAL_HOME/plugin.new" >>"$CANAL_HOME/mvn-plugin.log" 2>&1 || fetched=0
+    done
+    if [ "$fetched" = 1 ]; then
+        echo "$CANAL_VERSION $CANAL_PLUGINS" >"$CANAL_HOME/plugin.new/.pycanal-artifact"
         rm -rf "$CANAL_HOME/plugin"
         mv "$CANAL_HOME/plugin.new" "$CANAL_HOME/plugin"
-        log "canal: kafka plugin copied to $CANAL_HOME/plugin"
+        log "canal: MQ plugins ($CANAL_PLUGINS) copied to $CANAL_HOME/plugin"
     else
-        log "WARNING: mvn could not fetch $CANAL_KAFKA_PLUGIN ($CANAL_HOME/mvn-plugin.log says why); Canal's MQ test will fail"
+        log "WARNING: mvn could not fetch Canal's MQ plugins ($CANAL_HOME/mvn-plugin.log says why); Canal's MQ test will fail"
     fi
 fi
 # ---------------------------------------------------------------------------- Apache Kafka (Java)

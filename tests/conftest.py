@@ -18,12 +18,12 @@ _SERVER_FIXTURES = {"mariadb", "mariadb_minimal", "mariadb_factory"}
 # files on two workers (pytest-xdist, `--dist loadfile`), which take them in collection order,
 # so a long file started last does not leave one worker running alone at the end.
 _SLOW_FIRST = [
-    "test_spark_snapshot_e2e.py", "test_spark_pipeline_e2e.py", "test_spark_kafka.py", "test_mq_kafka_canal.py",
-    "test_spark_restart_backlog.py", "test_spark_delta.py", "test_mq_kafka.py", "test_cli.py",
-    "test_spark_apply.py", "test_mq_kafka_transaction.py", "test_canal_reference.py", "test_kafka_fixture.py",
-    "test_mq_kafka_auth.py", "test_spark_mixed_writers.py", "test_spark_tables_by_spark.py", "test_mq_rabbitmq.py",
-    "test_s3_fixture.py",
-    "test_event_parser.py",
+    "test_spark_restart_backlog.py", "test_spark_snapshot_e2e.py", "test_spark_kafka.py", "test_spark_mixed_writers.py",
+    "test_cli.py", "test_spark_pipeline_e2e.py", "test_spark_s3.py", "test_event_parser.py", "test_mq_kafka.py",
+    "test_spark_delta.py", "test_mq_kafka_split.py", "test_canal_reference.py", "test_spark_tables_by_spark.py",
+    "test_spark_dv.py", "test_spark_apply.py", "test_kafka_fixture.py", "test_s3_fixture.py", "test_spark_jvm.py",
+    "test_spark_canal_source.py", "test_spark_binlog_source.py", "test_mq_kafka_canal.py", "test_mq_kafka_auth.py",
+    "test_storage.py",
 ]  # fmt: skip
 
 

@@ -47,7 +47,8 @@ def delta_rows(log: ChangeLog) -> list[int]:
 
 def entries(log: ChangeLog) -> list[list[dict]]:
     return [
-        [json.loads(line) for line in p.read_text().splitlines()] for p in sorted(log.log_dir.glob("*.json"))
+        [json.loads(line) for line in p.read_text().splitlines()]
+        for p in sorted(log.log_dir.local.glob("*.json"))
     ]
 
 
@@ -85,7 +86,7 @@ def test_a_batch_is_a_file_per_day_and_a_fold_clusters_the_day_by_table(tmp_path
         expected.setdefault((names[t], f"{r.ts:%Y-%m-%d}"), []).append(n)
     got = {}
     for f in log.files():
-        written = pq.read_table(f)
+        written = pq.read_table(f.input_file())
         (name,) = set(written.column("table_name").to_pylist())
         got[(name, f.parent.name[5:])] = written.column("position").combine_chunks().field("row").to_pylist()
     assert got == expected  # one file per table and day, its rows in position order
@@ -162,7 +163,7 @@ def test_a_fold_gives_up_when_another_writer_removed_an_input(tmp_path: Path) ->
     finally:
         ChangeLog._commit = real  # type: ignore[method-assign]
     assert positions(log) == [0, 1, 2] and delta_rows(log) == [0, 1, 2]
-    mine = [p for p in log.dir.glob("date=*/*") if _PART.fullmatch(str(p.relative_to(log.dir)))]
+    mine = [p for p in log.dir.local.glob("date=*/*") if _PART.fullmatch(str(p.relative_to(log.dir.local)))]
     assert not mine  # what the fold wrote is gone
     assert log.batches(-1) == [0, 1, 2]  # read from the other writer's file
 

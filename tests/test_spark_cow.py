@@ -24,6 +24,7 @@ from pycanal.spark.cow import Contents, KeyedTable, unsupported
 from pycanal.spark.current import table_path
 from pycanal.spark.delta.tablestate import read_rows
 from pycanal.spark.rows import ChangeRow, RowPosition
+from pycanal.storage import lake_path
 from spark_fixtures import arrow_rows
 
 SCHEMA = pa.schema([("id", pa.int32()), ("v", pa.int64()), ("s", pa.string())])
@@ -329,7 +330,7 @@ def test_files_are_written_without_dictionary_pages(tmp_path: Path) -> None:
     t = table(tmp_path)
     t.write(*rows({k: k % 4 for k in range(1, 500)}), 1, {})  # v repeats: a dictionary would be used
     (name,) = t.files
-    meta = pq.ParquetFile(t.path / name).metadata.row_group(0)
+    meta = pq.ParquetFile(t.path.local / name).metadata.row_group(0)
     for i in range(meta.num_columns):
         column = meta.column(i)
         assert not column.has_dictionary_page, column.path_in_schema
@@ -360,9 +361,9 @@ def test_a_commit_by_another_writer_in_between_is_kept(tmp_path: Path) -> None:
     t.write(*rows({2: None, 3: 3}), 2, {})
     assert contents(t.path) == {1: (1, "s1"), 3: (3, None), 50: (50, "other")}
     assert DeltaTable(str(t.path)).transaction_version("app") == 2
-    assert not list((t.path / "_delta_log").glob("*.tmp"))
+    assert not list((t.path.local / "_delta_log").glob("*.tmp"))
     live = {Path(u).name for u in DeltaTable(str(t.path)).file_uris()}
-    on_disk = {p.name for p in t.path.glob("*.parquet")}
+    on_disk = {p.name for p in t.path.local.glob("*.parquet")}
     assert live <= on_disk and len(on_disk - live) == 1  # the replaced file; the lost try left none
 
 
@@ -439,14 +440,16 @@ def test_a_filesystem_without_hard_links_sends_the_table_to_merge(
     def refuse(src: object, dst: object, **kwargs: object) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr("pycanal.spark.delta.log.os.link", refuse)
+    monkeypatch.setattr("pycanal.storage.lakepath.os.link", refuse)
     applier(arrow_rows([change("INSERT", 2, 2, 20)]), 1)
     path = table_path(root, "db", "t")
     table = DeltaTable(str(path))
     assert sorted((r["id"], r["v"]) for r in read_rows(table).to_pylist()) == [(1, 10), (2, 20)]
     assert table.history(1)[0]["engineInfo"].startswith("delta-rs")
-    assert not list((path / "_delta_log").glob("*.tmp"))
-    assert {p.name for p in path.glob("*.parquet")} == {Path(u).name for u in table.file_uris()}  # no orphan
+    assert not list((path.local / "_delta_log").glob("*.tmp"))
+    assert {p.name for p in path.local.glob("*.parquet")} == {
+        Path(u).name for u in table.file_uris()
+    }  # no orphan
     # The change log commits through delta-rs there too, with the batch's transaction id.
     changes = ChangeLog(root)
     assert (
@@ -573,4 +576,4 @@ def test_a_table_given_deletion_vectors_is_checkpointed_at_that_version(tmp_path
         1,
         {},
     )
-    assert from_log(tmp_path / "_delta_log", table.version, set(table.files))
+    assert from_log(lake_path(tmp_path) / "_delta_log", table.version, set(table.files))

@@ -21,6 +21,7 @@ from pycanal.spark.cow import Contents, KeyedTable
 from pycanal.spark.delta import dv
 from pycanal.spark.delta.log import live_adds
 from pycanal.spark.delta.tablestate import read_rows
+from pycanal.storage import lake_path
 from spark_fixtures import arrow_rows, spark  # noqa: F401
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int32()), ("v", pa.string())])
@@ -104,7 +105,9 @@ def test_random_changes_with_deletion_vectors_read_back_equal_the_model(
     assert vectors_seen >= 2
     assert read(path, schema) == model
     # Delta's protocol: a file with a deletion vector carries numRecords (what readers count it by).
-    with_vectors = [a for a in live_adds(path / "_delta_log", t.version).values() if a.get("deletionVector")]
+    with_vectors = [
+        a for a in live_adds(lake_path(path) / "_delta_log", t.version).values() if a.get("deletionVector")
+    ]
     assert with_vectors and all(json.loads(a["stats"])["numRecords"] > 0 for a in with_vectors)
     assert DeltaTable(str(path)).transaction_version("app") == txn
     t.checkpoint()
@@ -135,7 +138,7 @@ def test_a_change_to_a_big_file_is_a_vector_and_a_small_file(tmp_path: Path) -> 
     t.write(rows(SCHEMA, model, [7]), key_table(SCHEMA, [99]), 2, {})
     model.pop(99)
     assert big in t.files and t.files[big].vector is not None and len(t.files) == 2
-    assert dv.positions(t.files[big].vector, path).tolist() == [7, 99]
+    assert dv.positions(t.files[big].vector, lake_path(path)).tolist() == [7, 99]
     entry = [
         json.loads(line) for line in (path / "_delta_log" / f"{t.version:020d}.json").read_text().splitlines()
     ]
@@ -199,7 +202,7 @@ def test_spark_reads_a_table_with_deletion_vectors_without_the_rows_they_hide(
 ) -> None:
     from pycanal.spark.current import table_path
 
-    path = table_path(tmp_path, "db", "t")
+    path = table_path(tmp_path, "db", "t").local
     path.parent.mkdir(parents=True)
     write_deltalake(str(path), SCHEMA.empty_table(), mode="error")
     t = KeyedTable(path, SCHEMA, ["id"], "app", Contents(), 1 << 20, deletion_vectors=True)
@@ -246,7 +249,7 @@ def test_a_checkpoint_without_room_for_vectors_is_not_extended_with_them(tmp_pat
     model = {k: (k, f"{k * 2654435761 % (1 << 64):020x}") for k in range(20_000)}
     t.write(rows(SCHEMA, model, list(model)), key_table(SCHEMA, []), 1, {})
     DeltaTable(str(path)).create_checkpoint()
-    cp = checkpoint_path(path / "_delta_log", t.version)
+    cp = checkpoint_path(lake_path(path) / "_delta_log", t.version).local
     data = pq.read_table(cp)
     add = data.column("add").combine_chunks()
     fields = [f.with_nullable(True) for f in add.type if f.name != "deletionVector"]
@@ -256,8 +259,8 @@ def test_a_checkpoint_without_room_for_vectors_is_not_extended_with_them(tmp_pat
     pq.write_table(data.set_column(data.schema.get_field_index("add"), "add", narrow), cp)
     t.write(rows(SCHEMA, model, []), key_table(SCHEMA, [5]), 2, {})
     assert any(f.vector is not None for f in t.files.values())
-    assert from_log(path / "_delta_log", t.version, set(t.files)) is False
-    assert not checkpoint_path(path / "_delta_log", t.version).exists()
+    assert from_log(lake_path(path) / "_delta_log", t.version, set(t.files)) is False
+    assert not checkpoint_path(lake_path(path) / "_delta_log", t.version).exists()
 
 
 def test_truncate_by_delta_rs_empties_a_table_with_vectors_and_writes_go_on(tmp_path: Path) -> None:

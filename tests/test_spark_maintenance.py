@@ -22,6 +22,7 @@ from pycanal.spark.delta import expiry
 from pycanal.spark.delta.tablestate import read_rows, read_table
 from pycanal.spark.maintenance import Maintenance
 from pycanal.spark.rows import ChangeRow, RowPosition
+from pycanal.storage import lake_path
 from spark_fixtures import arrow_rows
 
 TABLES = 12
@@ -87,7 +88,7 @@ def test_upkeep_and_threads_give_the_same_tables(
     else:
         assert upkeep.done["compact"] >= TABLES * 4
     for t in range(TABLES):
-        path = table_path(tmp_path / "kept", "db", f"t{t}")
+        path = table_path(tmp_path / "kept", "db", f"t{t}").local
         table = DeltaTable(str(path))
         assert len(table.file_uris()) <= (cow._MAX_SMALL if small else 4)  # merged: not one file per MERGE
         assert table.transaction_version(APP_ID) // 1_000_000 == len(work) - 1  # the ids survive
@@ -276,9 +277,9 @@ def test_the_log_expires_before_the_newest_checkpoint_past_its_retention(tmp_pat
         os.utime(log_dir / f"{v:020d}.json", (now + v, now + v))
     for v in (5, 10, 15):
         (log_dir / f"{v:020d}.checkpoint.parquet").write_bytes(b"")
-    expiry.expire_log(log_dir, 15, (now + 12.5) * 1000)
+    expiry.expire_log(lake_path(log_dir), 15, (now + 12.5) * 1000)
     assert sorted(os.listdir(log_dir)) == sorted(
         [f"{v:020d}.json" for v in range(10, 21)] + [f"{v:020d}.checkpoint.parquet" for v in (10, 15)]
     )
-    expiry.expire_log(log_dir, 15, (now + 9.5) * 1000)  # no checkpoint past it but the kept one
+    expiry.expire_log(lake_path(log_dir), 15, (now + 9.5) * 1000)  # no checkpoint past it but the kept one
     assert len(os.listdir(log_dir)) == 13

@@ -6,6 +6,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pycanal.storage import LakePath
 
 __all__ = [
     "CliError",
@@ -90,21 +94,58 @@ def given_file(what: str, path: Path) -> None:
         raise CliError(f"{what} {str(path)!r}: not readable")
 
 
-def lake_dir(option: str, path: Path) -> Path:
-    """The lake of a pipeline that ran (it holds ``_pycanal``), resolved."""
-    lake = path.resolve()
-    if not (lake / "_pycanal").is_dir():
-        what = "no such directory" if not lake.exists() else "not a pipeline's lake (no _pycanal/ in it)"
-        raise CliError(f"{shown(option, str(path))}: {what}")
+def lake_uri(option: str, text: str) -> LakePath:
+    from pycanal.storage import lake_path
+
+    try:
+        return lake_path(text)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}") from None
+
+
+def lake_dir(option: str, text: str) -> LakePath:
+    """The lake of a pipeline that ran (it holds ``_pycanal``): a path (resolved) or ``s3://`` URI."""
+    from pycanal.storage import StorageError
+
+    lake = lake_uri(option, text)
+    try:
+        if not (lake / "_pycanal").exists():
+            what = "no such directory" if not lake.exists() else "not a pipeline's lake (no _pycanal/ in it)"
+            raise CliError(f"{shown(option, text)}: {what}")
+    except StorageError as exc:
+        raise CliError(f"{option}: {exc}") from None
     return lake
 
 
-def new_lake(option: str, path: Path) -> Path:
-    """The lake directory, made (with its parents) and written to once; the last check of a
-    command, so that a bad option elsewhere leaves nothing behind. What it made is removed again
-    when the lake cannot be written (``os.access`` says yes to root everywhere: only a write
+def new_lake(option: str, text: str) -> LakePath:
+    """The lake, written to once (on S3 also created twice under one key, which a store must
+    refuse: that is what keeps two writers' commits apart); the last check of a command, so
+    that a bad option elsewhere leaves nothing behind."""
+    lake = lake_uri(option, text)
+    if lake.is_local:
+        return _new_local_lake(option, text, lake.local)
+    from pycanal.storage import StorageError
+
+    probe = lake / f"_pycanal/probe-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        refused = probe.put_if_absent(b"") and not probe.put_if_absent(b"")
+        probe.unlink()
+    except StorageError as exc:
+        raise CliError(f"{option}: {exc}") from None
+    if not refused:
+        raise CliError(
+            f"{option} {lake.uri}: the store replaced an object that a create-only write (If-None-Match: *) "
+            "should have refused; pycanal commits need that guarantee (S3 since 2024-08, MinIO, S3Proxy)"
+        )
+    return lake
+
+
+def _new_local_lake(option: str, text: str, lake: Path) -> LakePath:
+    """The lake directory, made (with its parents) and written to once. What it made is removed
+    again when the lake cannot be written (``os.access`` says yes to root everywhere: only a write
     tells)."""
-    lake = path.resolve()
+    from pycanal.storage import lake_path
+
     top = lake
     while not top.parent.exists() and top.parent != top:
         top = top.parent
@@ -119,5 +160,5 @@ def new_lake(option: str, path: Path) -> Path:
             import shutil
 
             shutil.rmtree(top, ignore_errors=True)
-        raise CliError(f"{shown(option, str(path))}: {exc.strerror or exc}") from None
-    return lake
+        raise CliError(f"{shown(option, text)}: {exc.strerror or exc}") from None
+    return lake_path(lake)

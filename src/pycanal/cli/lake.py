@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -23,7 +22,14 @@ def _flag(name: str) -> str:
 
 
 def pipeline(
-    lake: Annotated[Path, typer.Option("--lake", help="The lake: change log, Delta tables, checkpoint.")],
+    lake: Annotated[
+        str,
+        typer.Option(
+            "--lake",
+            help="The lake: change log, Delta tables, checkpoint. A path, or s3://bucket/prefix "
+            "(the AWS_* settings: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).",
+        ),
+    ],
     address: Annotated[str, typer.Option("--address", help="The pycanal or Canal server, HOST:PORT.")] = "",
     zk_servers: Annotated[str, typer.Option("--zk-servers", help="ZooKeeper (cluster discovery).")] = "",
     kafka: Annotated[
@@ -130,6 +136,7 @@ def pipeline(
         "snapshot_reader": snapshot_reader, "snapshot_server_ids": snapshot_server_ids, "kafka": kafka,
         "topic": topic, "topic_pattern": topic_pattern,
     }  # fmt: skip
+    checks.lake_uri("--lake", lake)  # its form only: the store is tried last
     try:
         source_options(lake, **stream)  # the stream's options, as the query checks them
     except OptionError as exc:
@@ -174,18 +181,18 @@ def pipeline(
 
 def snapshot(
     lake: Annotated[
-        Path, typer.Option("--lake", help="The lake of a running pipeline (started with --source).")
+        str, typer.Option("--lake", help="The lake of a running pipeline (started with --source).")
     ],
     tables: Annotated[list[str], typer.Argument(help="Tables to snapshot again, as db.table.")],
 ) -> None:
     """Ask a running pipeline to snapshot tables again while it streams (a table newly added to
     its filter, or one to read afresh): taken at its next micro-batch."""
     from pycanal.spark.job import snapshot_requests
-    from pycanal.spark.snapshot import request_snapshot
+    from pycanal.spark.snapshot import SIGNALS_MARK, request_snapshot
 
     root = checks.lake_dir("--lake", lake)
     requests = snapshot_requests(root)
-    if not requests.is_dir():
+    if not (requests / SIGNALS_MARK).exists():
         raise CliError(
             f"--lake {str(lake)!r}: its pipeline takes no snapshot requests (start it with --source and --filter)"
         )
@@ -196,7 +203,7 @@ def snapshot(
     typer.echo(f"requested: {', '.join(tables)} ({path})")
 
 
-def lag(lake: Annotated[Path, typer.Option("--lake", help="The lake of a pipeline.")]) -> None:
+def lag(lake: Annotated[str, typer.Option("--lake", help="The lake of a pipeline.")]) -> None:
     """Per table: the source's commit time of the last change applied to its current-state table,
     and how long ago that was."""
     from pycanal.spark.apply import table_times

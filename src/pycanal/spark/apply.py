@@ -48,8 +48,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pycanal.common.files import write_atomically
 from pycanal.parse.meta import SchemaModel
+from pycanal.storage import LakePath, lake_path
 
 from .arrow import take_in_blocks
 from .batch import ApplyError, BatchRows
@@ -129,7 +129,7 @@ class ChangeApplier:
 
     def __init__(
         self,
-        target_dir: str | Path,
+        target_dir: str | Path | LakePath,
         *,
         schema: SchemaModel | None = None,
         schema_ddl: str | None = None,
@@ -152,7 +152,7 @@ class ChangeApplier:
             raise ValueError(f"apply_on must be 'driver' or 'executors', not {apply_on!r}")
         if not 0 < apply_share <= 1:
             raise ValueError(f"apply_share must be in (0, 1], not {apply_share!r}")
-        self.root = Path(target_dir)
+        self.root = lake_path(target_dir)
         self.schema, self.schema_ddl, self.schema_history = schema, schema_ddl, schema_history
         self.zero_dates = zero_dates
         self.app_id = app_id
@@ -296,7 +296,8 @@ class ChangeApplier:
         the same steps), then the others ``max_queued`` at a time."""
         self.wait()
         self._caught_up = False
-        _unlink(stage_dir(self.root).glob("*"))  # rows staged for batches that never committed
+        stage = stage_dir(self.root)
+        _unlink(stage / name for name in stage.listdir())  # rows staged for batches that never committed
         applied = batch_ids(self._state / "applied")
         last = applied[-1] if applied else -1
         self._schema_batch = (
@@ -350,7 +351,7 @@ class ChangeApplier:
             warnings = state.warnings
             if schema_batch is None or "DDL" in rows.op:
                 saved = {**model.to_json(), "snapshot_declared": declared}
-                write_atomically(self._schema_file(batch_id), json.dumps(saved).encode())
+                self._schema_file(batch_id).write_text(json.dumps(saved), sync=True)
                 self._models = {batch_id: (model, declared)}
                 schema_batch = batch_id
         for w in warnings:
@@ -359,7 +360,7 @@ class ChangeApplier:
         for b, t in [(batch_id, tables[-1]), *zip(ids[:-1], tables[:-1], strict=True)]:
             record = {"batch_id": b, "applied_with": [first, batch_id], "schema_batch": schema_batch,
                       "warnings": warnings, **_times(t)}  # fmt: skip
-            write_atomically(self._applied_file(b), json.dumps(record, indent=1).encode())
+            self._applied_file(b).write_text(json.dumps(record, indent=1), sync=True)
         self._schema_batch = schema_batch
         self.rounds.append((time.time(), time.monotonic() - started, len(ids), table.num_rows))
         self._fold_if_due(batch_id)
@@ -406,15 +407,15 @@ class ChangeApplier:
         for b in ids:
             summary["tables"].update(json.loads(self._applied_file(b).read_text()).get("tables", {}))
         summary["through"] = ids[-1]
-        write_atomically(self._state / "tables.json", json.dumps(summary).encode())
+        (self._state / "tables.json").write_text(json.dumps(summary), sync=True)
         for b in ids:
-            self._applied_file(b).unlink(missing_ok=True)
+            self._applied_file(b).unlink()
 
-    def _applied_file(self, batch_id: int) -> Path:
+    def _applied_file(self, batch_id: int) -> LakePath:
         return self._state / "applied" / f"{batch_id:020d}.json"
 
     # ------------------------------------------------------------------ schema model
-    def _schema_file(self, batch_id: int) -> Path:
+    def _schema_file(self, batch_id: int) -> LakePath:
         return self._state / "schema" / f"{batch_id:020d}.json"
 
     def _model(self, schema_batch: int | None, rows: BatchRows) -> tuple[SchemaModel, dict[str, list]]:
@@ -440,9 +441,10 @@ class ChangeApplier:
     def _progress(self) -> tuple[int, int, int] | None:
         """(first batch, last batch, step) of the last apply's journal."""
         path = self._state / "progress.json"
-        if not path.is_file():
+        try:
+            done = json.loads(path.read_text())
+        except FileNotFoundError:
             return None
-        done = json.loads(path.read_text())
         return done.get("first", done["batch_id"]), done["batch_id"], done["step"]
 
     def _done_step(self, first: int, batch_id: int) -> int:
@@ -451,18 +453,18 @@ class ChangeApplier:
 
     def _journal(self, batch_id: int, step: int, first: int) -> None:
         done = {"batch_id": batch_id, "first": first, "step": step}
-        write_atomically(self._state / "progress.json", json.dumps(done).encode())
+        (self._state / "progress.json").write_text(json.dumps(done), sync=True)
 
 
-def stage_dir(target_dir: str | Path) -> Path:
+def stage_dir(target_dir: str | Path | LakePath) -> LakePath:
     """Where the pipeline into ``target_dir`` has executors stage their rows (the source's
     ``stage``): the micro-batch's rows come from there (``expand_staged``)."""
-    return Path(target_dir).resolve() / "_pycanal" / "stage"
+    return lake_path(target_dir) / "_pycanal" / "stage"
 
 
 def _unlink(paths: Any) -> None:
     for path in paths:
-        path.unlink(missing_ok=True)
+        path.unlink()
 
 
 def _span(ids: list[int]) -> str:
@@ -478,30 +480,33 @@ def _times(table: pa.Table) -> dict[str, Any]:
     return {"source_time": top / 1e6 if top is not None else None, "tables": last_change_times(table)}
 
 
-def last_applied(target_dir: str | Path) -> dict[str, Any] | None:
+def last_applied(target_dir: str | Path | LakePath) -> dict[str, Any] | None:
     """The record of the last micro-batch applied to the current state (``source_time``: the
     source's commit time of its last change), or None."""
     ids = applied_batch_ids(target_dir)
     if not ids:
         return None
-    return json.loads((Path(target_dir) / "_pycanal" / "applied" / f"{ids[-1]:020d}.json").read_text())
+    return json.loads((lake_path(target_dir) / "_pycanal" / "applied" / f"{ids[-1]:020d}.json").read_text())
 
 
-def applied_batch_ids(target_dir: str | Path) -> list[int]:
+def applied_batch_ids(target_dir: str | Path | LakePath) -> list[int]:
     """The micro-batches applied to the current-state tables of ``target_dir`` whose records are
     kept (the last one, and those after the change log's last fold), in order."""
-    return batch_ids(Path(target_dir) / "_pycanal" / "applied")
+    return batch_ids(lake_path(target_dir) / "_pycanal" / "applied")
 
 
-def _summary(target_dir: str | Path) -> dict[str, Any]:
-    path = Path(target_dir) / "_pycanal" / "tables.json"
-    return json.loads(path.read_text()) if path.is_file() else {"through": -1, "tables": {}}
+def _summary(target_dir: str | Path | LakePath) -> dict[str, Any]:
+    try:
+        return json.loads((lake_path(target_dir) / "_pycanal" / "tables.json").read_text())
+    except FileNotFoundError:
+        return {"through": -1, "tables": {}}
 
 
-def table_times(target_dir: str | Path) -> dict[str, float]:
+def table_times(target_dir: str | Path | LakePath) -> dict[str, float]:
     """Per ``database.table``: the source's commit time (epoch s) of the last change applied to
     it (from the summary of the folded applied records and the applied records after it)."""
-    applied = Path(target_dir) / "_pycanal" / "applied"
+    target_dir = lake_path(target_dir)
+    applied = target_dir / "_pycanal" / "applied"
     for _ in range(100):
         ids = applied_batch_ids(target_dir)  # before the summary: a fold deletes records after it
         summary = _summary(target_dir)
@@ -516,7 +521,7 @@ def table_times(target_dir: str | Path) -> dict[str, float]:
     raise RuntimeError(f"{applied}: the applied records keep being folded under the reader")
 
 
-def apply_changes(batch: Any, batch_id: int, target_dir: str | Path, **options: Any) -> None:
+def apply_changes(batch: Any, batch_id: int, target_dir: str | Path | LakePath, **options: Any) -> None:
     """Apply one micro-batch of change rows to ``target_dir`` exactly once (``ChangeApplier``'s
     options). For a stream, prefer one ``ChangeApplier``: it keeps the schema model between batches."""
     ChangeApplier(target_dir, **options)(batch, batch_id)

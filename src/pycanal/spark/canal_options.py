@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from pycanal.config.schema import parse_address
 from pycanal.parse.filter import TableFilter
+from pycanal.storage import LakePath, lake_path
 
 __all__ = [
     "KAFKA_RECORDS_PER_BATCH",
@@ -47,7 +47,7 @@ class SnapshotOptions(NamedTuple):
     chunk_rows: int
     parallelism: int
     initial: bool  # snapshot=initial
-    signals: Path | None  # the directory of ad-hoc snapshot requests
+    signals: LakePath | None  # the directory of ad-hoc snapshot requests
     reader: str  # connectorx (a chunk's binlog window read by the executor) or pymysql
     server_ids: range  # the window reads' replica ids, one per chunk of a micro-batch
 
@@ -69,7 +69,7 @@ class CanalOptions(NamedTuple):
     num_partitions: int
     timeout: float
     stall_timeout: float
-    stage: Path | None
+    stage: LakePath | None
     snapshot: SnapshotOptions | None
 
 
@@ -174,7 +174,7 @@ def snapshot_options(options: dict[str, str]) -> SnapshotOptions | None:
         chunk_rows,
         parallelism,
         mode == "initial",
-        Path(signals) if signals else None,
+        lake_path(signals) if signals else None,
         reader,
         server_ids,
     )
@@ -216,7 +216,7 @@ def canal_options(raw: Any) -> CanalOptions:
         _int(options, "numPartitions", 2),
         _seconds(options, "timeout", 60.0),
         _seconds(options, "stallTimeout", 120.0),
-        Path(options["stage"]) if options.get("stage") else None,
+        lake_path(options["stage"]) if options.get("stage") else None,
         snapshot_options(options),
     )
 

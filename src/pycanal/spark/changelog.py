@@ -47,16 +47,18 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, Transaction, write_deltalake
 from deltalake.transaction import AddAction, RemoveAction
 
 from pycanal import __version__
 from pycanal.common.files import clear_temporaries, write_atomically
+from pycanal.storage import LakePath, lake_path
 
 from .arrow import arange
 from .delta.checkpoint import from_log
 from .delta.commit import commit
 from .delta.log import LogState
+from .delta.rs import delta_table, is_delta_table, storage
 from .rows import ARROW_SCHEMA
 
 __all__ = ["APP_ID", "CHANGELOG_SCHEMA", "ChangeLog", "ChangeLogError", "batch_ids", "last_change_times"]
@@ -81,11 +83,9 @@ class ChangeLogError(ValueError):
     """The change log cannot be written as it is (a table feature, a column, another writer)."""
 
 
-def batch_ids(directory: Path) -> list[int]:
+def batch_ids(directory: LakePath) -> list[int]:
     """The batch ids of a directory of ``<batch>.json`` records, in order (none if it is absent)."""
-    if not directory.is_dir():
-        return []
-    return sorted(int(n[:-5]) for n in os.listdir(directory) if n.endswith(".json") and n[:-5].isdigit())
+    return sorted(int(n[:-5]) for n in directory.listdir() if n.endswith(".json") and n[:-5].isdigit())
 
 
 def _table_names(rows: pa.Table) -> pa.Array:
@@ -126,14 +126,17 @@ def _stats(data: pa.Table) -> str:
     return json.dumps(stats, separators=(",", ":"), ensure_ascii=False)
 
 
-def _write_parquet(path: Path, table: pa.Table) -> int:
-    """Write ``table`` to ``path`` durably (``write_atomically``, what an attempt cut short left of
-    it removed first: a replay writes the same names); returns its size."""
+def _write_parquet(path: LakePath, table: pa.Table) -> int:
+    """Write ``table`` to ``path`` whole (a replay writes the same names: on a local disk what an
+    attempt cut short left of it is removed first, and the file is synced); returns its size."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")  # faster than snappy here, and half the size
     data = memoryview(sink.getvalue())
-    clear_temporaries(path)
-    write_atomically(path, data)
+    if path.is_local:
+        clear_temporaries(path.local)
+        write_atomically(path.local, data)
+    else:
+        path.write_bytes(data)
     return data.nbytes
 
 
@@ -157,9 +160,13 @@ class ChangeLog:
     ``checkpoint_every``: commits between checkpoints. Thread-safe."""
 
     def __init__(
-        self, target_dir: str | Path, *, properties: dict[str, str] | None = None, checkpoint_every: int = 50
+        self,
+        target_dir: str | Path | LakePath,
+        *,
+        properties: dict[str, str] | None = None,
+        checkpoint_every: int = 50,
     ) -> None:
-        self.dir = Path(target_dir) / "changelog"
+        self.dir = lake_path(target_dir) / "changelog"
         self.log_dir = self.dir / "_delta_log"
         self.properties = properties or {}
         self.checkpoint_every = checkpoint_every
@@ -177,7 +184,7 @@ class ChangeLog:
 
     def _replayed(self) -> LogState:
         if self._state is None or self._state.version < 0:
-            if not self.log_dir.is_dir():
+            if not self.log_dir.exists():
                 return LogState()
             self._state = LogState.at_checkpoint(self.log_dir) or LogState()
         self._state.replay(self.log_dir)
@@ -185,21 +192,21 @@ class ChangeLog:
 
     def _create(self) -> None:
         """Create the table where there is none (a writer's first step)."""
-        if self.log_dir.is_dir():
+        if self.log_dir.exists():
             return
-        if any((self.dir / old).is_dir() for old in ("_pycanal_commits", "_pycanal_manifest")):
+        if any((self.dir / old).exists() for old in ("_pycanal_commits", "_pycanal_manifest")):
             raise ChangeLogError(
                 f"{self.dir}: a change log of pycanal before 2026-11-28 (Parquet files and commit markers, "
                 "not a Delta table): start this pipeline on a new lake, or move that change log away"
             )
         configuration = {"delta.appendOnly": "true", **self.properties}
         try:
-            write_deltalake(str(self.dir), _TABLE_SCHEMA.empty_table(), mode="error", partition_by=["date"],
-                            name="changelog", configuration=configuration)  # fmt: skip
+            write_deltalake(**storage(self.dir), data=_TABLE_SCHEMA.empty_table(), mode="error",
+                            partition_by=["date"], name="changelog", configuration=configuration)  # fmt: skip
         except Exception:  # noqa: BLE001 - created meanwhile by another writer: fine if it is there
-            if not DeltaTable.is_deltatable(str(self.dir)):
+            if not is_delta_table(self.dir):
                 raise
-        DeltaTable(str(self.dir)).create_checkpoint()  # every later checkpoint is made from it
+        delta_table(self.dir).create_checkpoint()  # every later checkpoint is made from it
 
     def _check(self, state: LogState) -> None:
         """Refuse a table this writer would write wrong: a protocol feature it does not keep, or an
@@ -233,6 +240,8 @@ class ChangeLog:
                 try:
                     created = commit(self.log_dir, version, actions)
                 except OSError as exc:  # no hard links here (some network and FUSE filesystems)
+                    if not self.log_dir.is_local:
+                        raise
                     log.info("%s: %s; committing through delta-rs", self.log_dir, exc.strerror or exc)
                     self._commit_by_delta_rs(actions)
                     state.replay(self.log_dir)
@@ -249,9 +258,11 @@ class ChangeLog:
             try:
                 made = from_log(self.log_dir, version, {unquote(p) for p in live})
             except OSError:  # no hard links for its file
+                if not self.log_dir.is_local:
+                    raise
                 made = False
             if not made:
-                DeltaTable(str(self.dir), version=version).create_checkpoint()
+                delta_table(self.dir, version).create_checkpoint()
         return version
 
     def _commit_by_delta_rs(self, actions: list[dict[str, Any]]) -> None:
@@ -264,7 +275,7 @@ class ChangeLog:
             Transaction(t["appId"], t["version"], t["lastUpdated"])
             for t in (x["txn"] for x in actions if "txn" in x)
         ]
-        dt = DeltaTable(str(self.dir))
+        dt = delta_table(self.dir)
         dt.create_write_transaction([*removes, *adds], "append", dt.schema(), ["date"],
                                     commit_properties=CommitProperties(app_transactions=txns))  # fmt: skip
 
@@ -321,7 +332,7 @@ class ChangeLog:
         files = [(unquote(p), _entry_form(a)) for p, a in state.live.items()]
         return sorted(files, key=lambda f: _bounds(f[1]))
 
-    def files(self) -> list[Path]:
+    def files(self) -> list[LakePath]:
         """The live data files, the earliest batches first."""
         return [self.dir / rel for rel, _ in self._files(self.state())]
 
@@ -337,7 +348,7 @@ class ChangeLog:
             low, high = _bounds(add)
             if high <= after or (through is not None and low > through):
                 continue
-            data = pq.ParquetFile(self.dir / rel).read()
+            data = pq.ParquetFile((self.dir / rel).input_file()).read()
             # Columns another writer added are not the change log's; its files lack none of ours.
             data = data.select(CHANGELOG_SCHEMA.names).cast(CHANGELOG_SCHEMA)
             day = pa.scalar(dt.date.fromisoformat(add["partitionValues"]["date"]), pa.date32())
@@ -368,7 +379,7 @@ class ChangeLog:
                 ids.add(int(m.group(2)))
             else:
                 ids.update(
-                    pq.read_table(self.dir / rel, columns=["batch_id"])
+                    pq.read_table((self.dir / rel).input_file(), columns=["batch_id"])
                     .column("batch_id")
                     .unique()
                     .to_pylist()
@@ -418,7 +429,7 @@ class ChangeLog:
         try:
             for day, rels in sorted(batches.items()):
                 data = pa.concat_tables(
-                    [pq.read_table(self.dir / r).select(CHANGELOG_SCHEMA.names) for r in rels]
+                    [pq.read_table((self.dir / r).input_file()).select(CHANGELOG_SCHEMA.names) for r in rels]
                 )
                 rows += data.num_rows
                 lo, hi = _BATCH.fullmatch(rels[0]).group(2), _BATCH.fullmatch(rels[-1]).group(2)
@@ -433,7 +444,10 @@ class ChangeLog:
                         if any(e[2] != level for e in run) or sum(e[3] for e in run) >= target_bytes:
                             break
                         merged = pa.concat_tables(
-                            [pq.read_table(self.dir / e[4]).select(CHANGELOG_SCHEMA.names) for e in run]
+                            [
+                                pq.read_table((self.dir / e[4]).input_file()).select(CHANGELOG_SCHEMA.names)
+                                for e in run
+                            ]
                         )
                         adds.append(self._part(day, run[0][0], run[-1][1], level + 1, merged, now))
                         rel = adds[-1]["add"]["path"]
@@ -441,13 +455,13 @@ class ChangeLog:
                         for e in run:
                             if e[4] in mine:  # written by this fold: never committed, gone now
                                 adds = [a for a in adds if a["add"]["path"] != e[4]]
-                                (self.dir / e[4]).unlink(missing_ok=True)
+                                (self.dir / e[4]).unlink()
                             else:
                                 removes.append(e[4])
                         entries[-fanout:] = [(run[0][0], run[-1][1], level + 1, adds[-1]["add"]["size"], rel)]
         except BaseException:
             for a in adds:
-                (self.dir / a["add"]["path"]).unlink(missing_ok=True)
+                (self.dir / a["add"]["path"]).unlink()
             raise
         info = {"timestamp": now, "operation": "OPTIMIZE", "engineInfo": _ENGINE, "readVersion": state.version,
                 "operationParameters": {"predicate": "[]", "zOrderBy": '["table_name"]', "auto": "true"}}  # fmt: skip
@@ -463,7 +477,7 @@ class ChangeLog:
 
         if self._commit(actions, lost) is None:
             for a in adds:
-                (self.dir / a["add"]["path"]).unlink(missing_ok=True)
+                (self.dir / a["add"]["path"]).unlink()
             return None
         folded = {int(_BATCH.fullmatch(r).group(2)) for rels in batches.values() for r in rels}
         return {"through": max(folded), "batches": len(folded), "rows": rows, "written": len(adds),

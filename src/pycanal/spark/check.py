@@ -16,6 +16,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from pycanal.storage import LakePath, lake_path
+
 __all__ = ["TableCheck", "compare_table", "log_difference", "normalize"]
 
 
@@ -94,17 +96,16 @@ def compare_table(
         for c in sets & row.keys():
             if isinstance(row[c], str):
                 row[c] = [t for t in row[c].split(",") if t]
-    path = str(table_path(lake, database, table))
+    path = table_path(lake, database, table)
     if spark is not None:
-        target = spark.read.format("delta").load(path).toArrow().to_pylist()
+        target = spark.read.format("delta").load(path.spark_uri).toArrow().to_pylist()
         if (diff := log_difference(spark, path)) is not None:
             return TableCheck(table, len(source), len(target), "", "", diff)
     else:
-        from deltalake import DeltaTable
-
+        from .delta.rs import delta_table
         from .delta.tablestate import read_rows
 
-        target = read_rows(DeltaTable(path)).to_pylist()
+        target = read_rows(delta_table(path)).to_pylist()
     target.sort(key=lambda r: r[key])
     a, b = _rows(source, columns), _rows(target, columns)
     diff = None
@@ -121,7 +122,7 @@ def compare_table(
     return TableCheck(table, len(a), len(b), _digest(a), _digest(b), diff)
 
 
-def log_difference(spark: Any, path: str | Path) -> str | None:
+def log_difference(spark: Any, path: str | Path | LakePath) -> str | None:
     """What Delta Lake for Spark's snapshot of the table at ``path`` (``DESCRIBE DETAIL``: its
     replay of the log) says otherwise than pycanal's replay (``delta.log.LogState``): the live
     files and their bytes, the protocol, the partition columns, the properties, and the rows the
@@ -129,9 +130,10 @@ def log_difference(spark: Any, path: str | Path) -> str | None:
     they agree."""
     from .delta.log import LogState
 
-    log_dir = Path(path) / "_delta_log"
+    path = lake_path(path)
+    log_dir = path / "_delta_log"
     state = (LogState.at_checkpoint(log_dir) or LogState()).replay(log_dir)
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first().asDict()
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path.spark_uri}`").first().asDict()
     protocol, metadata = state.protocol or {}, state.metadata or {}
     stats = [json.loads(a["stats"]) if a.get("stats") else {} for a in state.live.values()]
     mine = {
@@ -151,7 +153,7 @@ def log_difference(spark: Any, path: str | Path) -> str | None:
         rows = sum(int(s["numRecords"]) for s in stats) - sum(
             int((a.get("deletionVector") or {}).get("cardinality", 0)) for a in state.live.values()
         )
-        read = spark.read.format("delta").load(str(path)).count()
+        read = spark.read.format("delta").load(path.spark_uri).count()
         if rows != read:
             return f"{path}: the files' statistics count {rows} rows, Spark's Delta reads {read}"
     return None

@@ -37,7 +37,6 @@ import threading
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,11 +45,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, WriterProperties
 
+from pycanal.storage import LakePath, lake_path
+
 from .arrow import arange, take_in_blocks
 from .delta import dv
 from .delta.checkpoint import from_log
 from .delta.commit import FileAction, commit, merge_actions, vectors_actions
 from .delta.log import live_adds
+from .delta.rs import delta_table
 from .delta.tablestate import conform, has_vectors, read_rows
 
 __all__ = ["CONTENTS", "WRITER_PROPERTIES", "Contents", "KeyedTable", "refused", "unsupported"]
@@ -171,14 +173,14 @@ class Contents:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, path: Path) -> pa.Table | None:
+    def get(self, path: LakePath | str) -> pa.Table | None:
         with self._lock:
             table = self._items.get(str(path))
             if table is not None:
                 self._items.move_to_end(str(path))
             return table
 
-    def put(self, path: Path, table: pa.Table) -> None:
+    def put(self, path: LakePath | str, table: pa.Table) -> None:
         if table.nbytes > self.max_bytes // 4:
             return
         with self._lock:
@@ -190,7 +192,7 @@ class Contents:
             while self._bytes > self.max_bytes:
                 self._bytes -= self._items.popitem(last=False)[1].nbytes
 
-    def drop(self, path: Path) -> None:
+    def drop(self, path: LakePath) -> None:
         with self._lock:
             for key in (str(path), f"{path}#keys"):
                 old = self._items.pop(key, None)
@@ -212,7 +214,7 @@ class KeyedTable:
 
     def __init__(
         self,
-        path: Path,
+        path: LakePath | str,
         schema: pa.Schema,
         keys: list[str],
         app_id: str,
@@ -220,13 +222,13 @@ class KeyedTable:
         file_bytes: int = 8 << 20,
         deletion_vectors: bool = False,
     ) -> None:
-        self.path, self.keys, self.app_id = path, keys, app_id
+        self.path, self.keys, self.app_id = lake_path(path), keys, app_id
         self.base = self.schema = schema  # pycanal's columns; with a user's (``_load``)
         self.extra: list[pa.Field] = []  # columns a user added (Spark's ADD COLUMNS)
         self.contents, self.file_bytes = contents, file_bytes
         self.deletion_vectors = deletion_vectors  # changes to big files as deletion vectors
         self._deleted: dict[str, np.ndarray] = {}  # files' deleted positions, as read or written
-        self.dt = DeltaTable(str(path))
+        self.dt = delta_table(self.path)
         key_types = [schema.field(k).type for k in keys]
         self.why_not = None if all(_exact(t) for t in key_types) else "a floating-point key"
         ranged = _integer(key_types[0]) or _text(key_types[0])
@@ -390,9 +392,9 @@ class KeyedTable:
             self._commit(touched, added, txn, metadata, len(upserts), len(changed) - len(upserts), readded)
         except BaseException:
             for name, *_ in added:
-                (self.path / name).unlink(missing_ok=True)  # in no log entry
+                (self.path / name).unlink()  # in no log entry
             if vector_file is not None:
-                vector_file.unlink(missing_ok=True)
+                vector_file.unlink()
             raise
         for p in touched:
             del self.files[p]
@@ -450,7 +452,7 @@ class KeyedTable:
                 marked[p] = now
         return rewrite, marked
 
-    def _vectors(self, marked: dict[str, np.ndarray]) -> tuple[list[tuple[str, _File]], Path | None]:
+    def _vectors(self, marked: dict[str, np.ndarray]) -> tuple[list[tuple[str, _File]], LakePath | None]:
         """The files of ``marked`` with their new deletion vectors, in one new file. Never inline in
         the log entry (the protocol allows it): Delta Lake for Spark 4.4's VACUUM fails on an inline
         vector (``scala.MatchError`` in ``getDeletionVectorRelativePathAndSize``;
@@ -516,7 +518,7 @@ class KeyedTable:
         """All of a file's rows, those its deletion vector hides too."""
         data = self.contents.get(self.path / name)
         if data is None:
-            data = conform(pq.ParquetFile(self.path / name).read(), self.schema)
+            data = conform(pq.ParquetFile((self.path / name).input_file()).read(), self.schema)
             self.contents.put(self.path / name, data)
         return conform(data, self.schema)  # a user added a column since it was kept
 
@@ -535,11 +537,11 @@ class KeyedTable:
         data = self.contents.get(self.path / name)
         if data is not None:
             return data.select(self.keys)
-        key = Path(f"{self.path / name}#keys")
+        key = f"{self.path / name}#keys"
         data = self.contents.get(key)
         if data is None:
             schema = pa.schema([self.schema.field(k) for k in self.keys])
-            data = pq.read_table(self.path / name, columns=self.keys).cast(schema)
+            data = pq.read_table((self.path / name).input_file(), columns=self.keys).cast(schema)
             self.contents.put(key, data)
         return data
 
@@ -580,8 +582,8 @@ class KeyedTable:
         name = f"{_PREFIX}{uuid.uuid4()}.{codec}.parquet"
         # No dictionary pages: keys are unique and a small file's other columns rarely repeat enough
         # to pay for hashing every value (a 5,745-row file: 3.4 -> 2.7 ms a write; bench/lake.py's soak).
-        # An open file, not a path: pyarrow resolves a path's filesystem every call.
-        with pa.OSFile(str(self.path / name), "wb") as out:
+        # An open stream, not a path: pyarrow resolves a path's filesystem every call.
+        with (self.path / name).output_stream() as out:
             pq.write_table(data, out, compression=codec, use_dictionary=False)
             size = out.tell()
         stats = _stats(data, self.range_key)
@@ -630,7 +632,10 @@ class KeyedTable:
         try:
             if commit(log_dir, self.version + 1, actions):
                 return
-        except OSError as exc:  # no hard links here (some network and FUSE filesystems)
+        except OSError as exc:
+            if not log_dir.is_local:
+                raise  # the store failed the request: not a table to write some other way
+            # no hard links here (some network and FUSE filesystems): delta-rs writes it
             self.why_not = f"no hard links in {log_dir}: {exc.strerror or exc}"
         raise _NotCommitted
 

@@ -21,7 +21,6 @@ journaled after each one (``on_step``), which covers the file moves that live ou
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,11 +44,13 @@ from pycanal.parse.ddl import (
     parse_statement,
 )
 from pycanal.parse.meta import SchemaApplyError, SchemaModel, Table
+from pycanal.storage import LakePath, lake_path
 
 from .arrow import arange
 from .batch import ApplyError, BatchRows, position_order
 from .cow import CONTENTS, WRITER_PROPERTIES, Contents, KeyedTable
 from .current import database_path, table_path
+from .delta.rs import delta_table, is_delta_table
 from .maintenance import Maintenance
 from .merge_source import OP, MergeSource
 from .rows import CHUNK, SNAPSHOT_DDL
@@ -72,7 +73,7 @@ STEPS_PER_BATCH = 1_000_000
 class MergeContext(NamedTuple):
     """What every table's write of a round shares (when the writes run elsewhere: ``executors``)."""
 
-    root: str
+    root: LakePath
     batch_id: int
     app_id: str
     zero_dates: str
@@ -116,7 +117,7 @@ class CurrentState:
 
     def __init__(
         self,
-        target_dir: str | Path,
+        target_dir: str | Path | LakePath,
         batch_id: int,
         model: SchemaModel,
         *,
@@ -132,7 +133,7 @@ class CurrentState:
         executors: Writer | None = None,
         epoch: str = "",
     ) -> None:
-        self.root = Path(target_dir)
+        self.root = lake_path(target_dir)
         self.executors, self.epoch = executors, epoch
         # "db.table" -> [file, offset] of the snapshot's CREATE TABLE (SNAPSHOT_DDL): the schema
         # there; the stream's changes before it are in the snapshot's chunks (read after it)
@@ -268,7 +269,7 @@ class CurrentState:
             t = self._table(database, table, f"first at {rows.at(idx[0].as_py())}")
             works.append(MergeWork(database, table, step, t, rows.columns.table.take(idx)))
         context = MergeContext(
-            str(self.root), self.batch_id, self.app_id, self.zero_dates, self.model.lower_case_table_names,
+            self.root, self.batch_id, self.app_id, self.zero_dates, self.model.lower_case_table_names,
             self.maintenance.settings() if self.maintenance is not None else None, self.epoch, self.threads,
         )  # fmt: skip
         errors, done = self.executors(context, works)
@@ -386,8 +387,8 @@ class CurrentState:
     def _truncate(self, name: tuple[str, str], step: int) -> None:
         path = table_path(self.root, *name)
         self.tables.pop(str(path), None)  # its files change under the cached state
-        if DeltaTable.is_deltatable(str(path)):
-            dt = DeltaTable(str(path))
+        if is_delta_table(path):
+            dt = delta_table(path)
             if not self._committed(dt, step):
                 dt.delete(commit_properties=self._txn(step))
 
@@ -463,8 +464,8 @@ class CurrentState:
             step = self._next()
             if step is not None:
                 db_dir = database_path(self.root, stmt.name)
-                for child in sorted(db_dir.iterdir()) if db_dir.is_dir() else []:
-                    self._retire_path(child, step)
+                for child in sorted(db_dir.listdir()):
+                    self._retire_path(db_dir / child, step)
                 self.on_step(step)
         elif isinstance(stmt, DropIndex) and stmt.name.upper() == "PRIMARY":
             name = qualified(stmt.table)
@@ -479,29 +480,26 @@ class CurrentState:
         TABLE`` before the pipeline started): this apply never wrote it, so it is kept and written
         from now on (``open_table`` checks its columns and features); one this apply wrote before
         the model knew the table is stale (False: it is retired)."""
-        path = str(table_path(self.root, *name))
-        return DeltaTable.is_deltatable(path) and DeltaTable(path).transaction_version(self.app_id) is None
+        path = table_path(self.root, *name)
+        return is_delta_table(path) and delta_table(path).transaction_version(self.app_id) is None
 
     def _retire(self, name: tuple[str, str], step: int) -> None:
         self._retire_path(table_path(self.root, *name), step)
 
-    def _retire_path(self, path: Path, step: int) -> None:
+    def _retire_path(self, path: LakePath, step: int) -> None:
         """Move a current-state table out of the way, keeping it for audit."""
         if not path.exists():
             return
         rel = path.relative_to(self.root / "current")
-        dest = self.root / "_pycanal" / "retired" / rel / f"{self.batch_id:020d}-{step:06d}"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(path, dest)
+        path.move_to(self.root / "_pycanal" / "retired" / rel / f"{self.batch_id:020d}-{step:06d}")
 
     def _move(self, src: tuple[str, str], dst: tuple[str, str], step: int) -> None:
         a, b = table_path(self.root, *src), table_path(self.root, *dst)
         if not a.exists():
             return  # no current-state table, or moved by an earlier attempt
-        if b.exists():
+        if b.exists() and a.moving_to() != b:
             self._retire_path(b, step)  # the server refuses to rename onto a table: a stale one
-        b.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(a, b)
+        a.move_to(b)
 
     def _reconcile(
         self, name: tuple[str, str], old: Table | None, stmt: AlterTable | None, step: int, where: str
@@ -509,7 +507,7 @@ class CurrentState:
         """Bring ``name``'s current-state table to the model's definition after a DDL."""
         new = self.model.table(*name)
         path = table_path(self.root, *name)
-        exists = DeltaTable.is_deltatable(str(path))
+        exists = is_delta_table(path)
         if new is None or not new.primary_key:
             if exists:
                 self._retire_path(path, step)
@@ -526,7 +524,7 @@ class CurrentState:
                     "(earlier rows are in the change log only)"
                 )
             return
-        dt = DeltaTable(str(path))
+        dt = delta_table(path)
         if not self._committed(dt, step):
             label = f"{name[0]}.{name[1]}"
             self.warnings += rewrite(path, dt, label, old, stmt, self._source(new), where, self._txn(step))

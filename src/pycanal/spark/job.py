@@ -19,17 +19,20 @@ import json
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from pycanal.heap import settle
+from pycanal.storage import LakePath, lake_path
 
 from .apply import ChangeApplier, stage_dir
 from .canal_options import OptionError, canal_options, kafka_options
 from .maintenance import Maintenance
-from .session import DRIVER_JAVA_OPTIONS, checkpoint_logs, spark_session
+from .session import DRIVER_JAVA_OPTIONS, checkpoint_logs, lake_options, spark_session
+from .snapshot import SIGNALS_MARK
 
 __all__ = [
     "Pipeline",
@@ -130,7 +133,7 @@ def source_options(
             None,
             "give one of {address} HOST:PORT, {zkServers} HOST:PORT[,...] and {kafka} HOST:PORT",
         )
-    lake = Path(lake).resolve()
+    lake = lake_path(lake)
     options: dict[str, Any] = {
         "destination": destination, "clientId": client_id, "filter": filter, "address": address or None,
         "zkServers": zk_servers or None, "batchSize": batch_size or None, "batchBytes": batch_bytes or None,
@@ -149,7 +152,7 @@ def source_options(
 
 def start_pipeline(
     spark: Any,
-    lake: str | Path,
+    lake: str | Path | LakePath,
     *,
     trigger: str = "1 second",
     zero_dates: str = "null",
@@ -167,12 +170,12 @@ def start_pipeline(
     ``Maintenance()``; ``cache_mb``: rows of their recently written files kept in the driver's
     memory). The session's checkpoint file manager, where unset, becomes
     ``session.CHECKPOINT_FILE_MANAGER``'s (``session.checkpoint_logs``)."""
-    lake = Path(lake).resolve()
+    lake = lake_path(lake)
     options = source_options(lake, **source)
     check_trigger(trigger)
     if "snapshotSignals" in options:  # where `pycanal snapshot` looks for a pipeline
-        Path(options["snapshotSignals"]).mkdir(parents=True, exist_ok=True)
-    checkpoint_logs(spark)  # the checkpoint is under the lake: a local (or mounted) path
+        (lake_path(options["snapshotSignals"]) / SIGNALS_MARK).write_text("", sync=True)
+    checkpoint_logs(spark)  # the checkpoint is under the lake
     applier = ChangeApplier(
         lake, zero_dates=zero_dates, background=True, apply_threads=apply_threads, maintenance=maintenance,
         cache_bytes=cache_mb << 20, apply_share=apply_share, apply_on=apply_on,
@@ -187,7 +190,7 @@ def start_pipeline(
         changes, batches = spark.readStream.format("canal").options(**options).load(), applier
     query = (
         changes.writeStream.foreachBatch(batches)
-        .option("checkpointLocation", str(lake / "_checkpoint"))
+        .option("checkpointLocation", (lake / "_checkpoint").spark_uri)
         .trigger(processingTime=trigger)
         .start()
     )
@@ -207,9 +210,9 @@ def failure(exc: object) -> str:
     return found[1] if found else str(exc)
 
 
-def snapshot_requests(lake: str | Path) -> Path:
+def snapshot_requests(lake: str | Path | LakePath) -> LakePath:
     """Where a pipeline into ``lake`` takes ad-hoc snapshot requests from."""
-    return Path(lake).resolve() / "_pycanal" / "snapshot-requests"
+    return lake_path(lake) / "_pycanal" / "snapshot-requests"
 
 
 def snapshot_progress(query: Any) -> str | None:
@@ -287,9 +290,11 @@ def run(
     """Run the job until SIGTERM/SIGINT (``options``: ``start_pipeline``'s); a progress line
     every ``progress_seconds`` (0: none). The exit code: 0, or 1 when the query failed."""
     out = out or sys.stdout
+    lake = lake_path(lake)
+    local = lake.local / "_spark-tmp" if lake.is_local else Path(tempfile.gettempdir()) / "pycanal-spark-tmp"
     spark = spark_session(
-        Path(lake) / "_spark-tmp", "pycanal-job", master=master, java_options=java_options,
-        class_archive=class_archive,
+        local, "pycanal-job", master=master, java_options=java_options, class_archive=class_archive,
+        conf=lake_options(lake),
     )  # fmt: skip
     pipeline = start_pipeline(spark, lake, **options)
     stop = threading.Event()

@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pycanal.common.files import write_atomically
+from pycanal.storage import LakePath, lake_path
 
 from .batch import position_order
 from .rows import ARROW_SCHEMA
@@ -136,13 +136,12 @@ class KafkaOrder:
     """:func:`order_rows` with its state kept in ``<lake>/_pycanal/kafka-order/``: ``<batch>.json``
     (the last positions) and ``<batch>.arrow`` (the held rows), the two latest batches."""
 
-    def __init__(self, lake: str | Path) -> None:
-        self.dir = Path(lake) / "_pycanal" / "kafka-order"
+    def __init__(self, lake: str | Path | LakePath) -> None:
+        self.dir = lake_path(lake) / "_pycanal" / "kafka-order"
 
     def _batches(self) -> list[int]:
-        if not self.dir.exists():
-            return []
-        return sorted(int(p.stem) for p in self.dir.glob("*.json") if p.stem.isdigit())
+        names = [n.removesuffix(".json") for n in self.dir.listdir() if n.endswith(".json")]
+        return sorted(int(n) for n in names if n.isdigit())
 
     def load(self, batch_id: int) -> OrderState:
         """The state before micro-batch ``batch_id``: after the latest batch saved before it."""
@@ -165,16 +164,16 @@ class KafkaOrder:
         """The state after micro-batch ``batch_id`` (applied): Spark replays no batch before it, so
         the states before the previous batch's go."""
         held, last = state
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir()
         if held.num_rows:
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, held.schema) as writer:
                 writer.write_table(held)
-            write_atomically(self.dir / f"{batch_id}.arrow", sink.getvalue().to_pybytes())
+            (self.dir / f"{batch_id}.arrow").write_bytes(sink.getvalue().to_pybytes(), sync=True)
         else:
-            (self.dir / f"{batch_id}.arrow").unlink(missing_ok=True)
-        write_atomically(self.dir / f"{batch_id}.json", json.dumps({"last": last}).encode())
+            (self.dir / f"{batch_id}.arrow").unlink()
+        (self.dir / f"{batch_id}.json").write_text(json.dumps({"last": last}), sync=True)
         for old in self._batches():
             if old < batch_id - 1:
-                (self.dir / f"{old}.arrow").unlink(missing_ok=True)
+                (self.dir / f"{old}.arrow").unlink()
                 (self.dir / f"{old}.json").unlink()

@@ -41,9 +41,10 @@ from __future__ import annotations
 import threading
 import zlib
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
+
+from pycanal.storage import LakePath
 
 from .cow import WRITER_PROPERTIES
 from .delta.dv import vector_file
@@ -154,7 +155,7 @@ class Maintenance:
             self.done[what] += 1
 
 
-def vacuum(dt: Any, path: Path, retention_hours: float) -> list[str]:
+def vacuum(dt: Any, path: LakePath, retention_hours: float) -> list[str]:
     """delta-rs' log cleanup, then the files of the table's directory no version within the
     retention uses (delta-rs' vacuum, listing the directory), deleted here: delta-rs 1.6.6 counts
     no deletion vector file as used and would delete the table's own (its dry run lists them;
@@ -173,6 +174,6 @@ def vacuum(dt: Any, path: Path, retention_hours: float) -> list[str]:
         target = path / unquote(rel)
         if target in named:
             continue
-        target.unlink(missing_ok=True)
+        target.unlink()
         deleted.append(rel)
     return deleted

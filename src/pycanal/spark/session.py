@@ -23,7 +23,10 @@ import sys
 from collections.abc import Mapping
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pycanal.storage import LakePath
 
 __all__ = [
     "CHECKPOINT_FILE_MANAGER",
@@ -201,6 +204,50 @@ def s3a_options() -> dict[str, str]:
         "spark.jars.packages": f"{spark_packages()},{s3a_packages()}",
         "spark.jars.excludes": ",".join(_S3A_EXCLUDES),
     }
+
+
+_AWS_SETTINGS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ENDPOINT_URL",
+                 "AWS_ALLOW_HTTP")  # fmt: skip
+
+
+def lake_options(lake: LakePath) -> dict[str, str]:
+    """The session settings a pipeline into ``lake`` needs: none on a local disk; on S3
+    :func:`s3a_options` and Hadoop's ``fs.s3a.*`` from the settings obstore and delta-rs use (the
+    lake's options, else the AWS environment): an ``AWS_ENDPOINT_URL`` means path-style requests
+    (a private store has no bucket host names) and plain HTTP where it says ``http://``; keys
+    where they are given (else s3a's own credential chain); the same AWS settings in the executors'
+    environment. Spark redacts the secrets in its UI and logs (``spark.redaction.regex``)."""
+    if lake.is_local:
+        return {}
+    given = {k.upper(): v for k, v in lake.storage_options.items()}
+
+    def setting(name: str) -> str | None:
+        return given.get(name) or os.environ.get(name) or None
+
+    s3a = "spark.hadoop.fs.s3a."
+    out = dict(s3a_options())
+    endpoint = setting("AWS_ENDPOINT_URL")
+    if endpoint:
+        out[f"{s3a}endpoint"] = endpoint
+        out[f"{s3a}path.style.access"] = "true"
+        out[f"{s3a}connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
+    region = setting("AWS_REGION") or setting("AWS_DEFAULT_REGION")
+    if region:
+        out[f"{s3a}endpoint.region"] = region
+    key, secret, token = (
+        setting(n) for n in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+    )
+    if key and secret:
+        out[f"{s3a}access.key"], out[f"{s3a}secret.key"] = key, secret
+        provider = "SimpleAWSCredentialsProvider"
+        if token:
+            out[f"{s3a}session.token"], provider = token, "TemporaryAWSCredentialsProvider"
+        out[f"{s3a}aws.credentials.provider"] = f"org.apache.hadoop.fs.s3a.{provider}"
+    # The executors' Python (a stage's files) reads the lake with the same settings as the driver.
+    for name in _AWS_SETTINGS:
+        if value := setting(name):
+            out[f"spark.executorEnv.{name}"] = value
+    return out
 
 
 # ---------------------------------------------------------------------- the class archive

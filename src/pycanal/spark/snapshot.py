@@ -42,7 +42,6 @@ import pyarrow as pa
 import pymysql
 from pyspark.sql.datasource import InputPartition
 
-from pycanal.common.files import write_atomically
 from pycanal.parse.filter import TableFilter
 from pycanal.snapshot import (
     SourceTable,
@@ -54,6 +53,7 @@ from pycanal.snapshot import (
 from pycanal.snapshot.chunks import Chunk, EvenRanges, even_ranges, next_upper
 from pycanal.snapshot.reader import ChunkRead, connect
 from pycanal.snapshot.window import ChunkColumns, Source, read_chunk_window
+from pycanal.storage import LakePath, lake_path
 
 from .canal_options import SnapshotOptions
 from .rows import RowPosition
@@ -61,6 +61,7 @@ from .snapshot_rows import SnapshotRows
 from .stage import stage_rows
 
 __all__ = [
+    "SIGNALS_MARK",
     "SnapshotPartition",
     "SnapshotPlanner",
     "commit_signals",
@@ -72,7 +73,11 @@ __all__ = [
 ]
 
 
-def request_snapshot(signals: str | Path, tables: list[str]) -> Path:
+SIGNALS_MARK = "_taken-here"
+"""The file a query that takes snapshot requests puts in their directory (S3 has no empty ones)."""
+
+
+def request_snapshot(signals: str | Path | LakePath, tables: list[str]) -> LakePath:
     """Ask a running query for an ad-hoc snapshot of ``tables`` (``db.table`` names): a request
     file in its ``snapshotSignals`` directory, taken at its next micro-batch."""
     names = []
@@ -81,11 +86,13 @@ def request_snapshot(signals: str | Path, tables: list[str]) -> Path:
         if not dot or not schema or not table:
             raise ValueError(f"a table to snapshot is db.table, got {t!r}")
         names.append([schema, table])
-    directory = Path(signals)
-    if not directory.is_dir():  # made by the query that reads it: a request no query reads is an error
+    directory = lake_path(signals)
+    if not (
+        directory / SIGNALS_MARK
+    ).exists():  # made by the query that reads it: a request no query reads is an error
         raise ValueError(f"{directory}: no query takes snapshot requests there")
     path = directory / f"{time.time_ns():020d}-{os.getpid()}.json"
-    write_atomically(path, json.dumps({"tables": names}).encode())  # the runner reads only *.json
+    path.write_text(json.dumps({"tables": names}), sync=True)  # the runner reads only *.json
     return path
 
 
@@ -96,10 +103,10 @@ def _pending(opts: SnapshotOptions, names: list[str]) -> list[str]:
 
 def _requests(opts: SnapshotOptions, taken: list[str]) -> list[tuple[str, list[list[str]]]]:
     """The request files not taken yet: (name, tables), oldest first."""
-    if opts.signals is None or not opts.signals.is_dir():
+    if opts.signals is None:
         return []
     out = []
-    for path in sorted(opts.signals.glob("*.json")):
+    for path in [opts.signals / n for n in sorted(opts.signals.listdir()) if n.endswith(".json")]:
         if path.name in taken:
             continue
         try:
@@ -157,7 +164,7 @@ def commit_signals(opts: SnapshotOptions, end: dict[str, Any]) -> None:
     if opts.signals is None or not isinstance(snap, dict):
         return
     for name in snap.get("signals", []):
-        (opts.signals / name).unlink(missing_ok=True)
+        (opts.signals / name).unlink()
 
 
 # Key values in offsets: JSON-able (a bytes value as {"b64": ...}).
@@ -263,7 +270,7 @@ def snapshot_partitions(start: dict[str, Any], end: dict[str, Any], first: int) 
 
 
 def read_snapshot_partition(
-    opts: SnapshotOptions, partition: SnapshotPartition, stage: Path | None
+    opts: SnapshotOptions, partition: SnapshotPartition, stage: LakePath | None
 ) -> Iterator[pa.RecordBatch]:
     """The partition's change rows: a chunk's READ rows (its ``STAGED`` row with a ``stage``), or
     the tables' CREATE TABLE rows."""

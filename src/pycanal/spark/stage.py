@@ -3,7 +3,8 @@
 Through Spark's JVM a change row costs more CPU than decoding it: Arrow into Spark rows in the
 executor, and back to Arrow for the driver's ``toArrow``. With a stage (the ``canal`` source's
 ``stage`` option: a directory the executors and the driver share, like the lake) a partition
-writes its rows to a new Arrow IPC file there (LZ4) and gives one ``STAGED`` row instead (the
+writes its rows to a new Arrow IPC file there (LZ4; on S3 an object, its settings from each
+process's environment) and gives one ``STAGED`` row instead (the
 position and time of its first row, or of the snapshot chunk; ``after`` ``{"rows": n}``; ``sql``
 the file's path). ``ChangeApplier`` puts the file's rows in that row's place (``expand_staged``)
 before the change log and the current state see the batch, and deletes the file once the batch's
@@ -14,15 +15,15 @@ applier empties the stage before its first batch (files of batches that never co
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from pycanal.storage import LakePath, lake_path
 
 from .rows import ARROW_SCHEMA, ChangeRow, RowPosition, to_record_batch
 
@@ -32,7 +33,7 @@ STAGED = "STAGED"
 
 
 def stage_rows(
-    stage: Path,
+    stage: str | LakePath,
     batches: Iterator[pa.RecordBatch],
     database: str | None = None,
     table: str | None = None,
@@ -60,7 +61,7 @@ def stage_rows(
     return to_record_batch([marker])
 
 
-def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Path]]:
+def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[LakePath]]:
     """``rows`` with each ``STAGED`` row replaced by the rows of its file, and the files."""
     op = rows.column("op")
     staged = pc.indices_nonzero(pc.equal(op, STAGED).fill_null(False)).to_pylist()
@@ -69,7 +70,7 @@ def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Path]]:
     parts, files, start = [], [], 0
     paths, infos = rows.column("sql"), rows.column("after")
     for i in staged:
-        path = Path(paths[i].as_py())
+        path = lake_path(paths[i].as_py())
         chunk = read_staged(path)
         want = json.loads(infos[i].as_py())["rows"]
         if chunk.num_rows != want or chunk.schema != ARROW_SCHEMA:
@@ -85,30 +86,29 @@ def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Path]]:
 
 
 def stage_file(
-    stage: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch], prefix: str = ""
-) -> tuple[Path, int] | None:
+    stage: str | LakePath, schema: pa.Schema, batches: Iterable[pa.RecordBatch], prefix: str = ""
+) -> tuple[LakePath, int] | None:
     """``batches`` written to a new Arrow IPC file (LZ4) in ``stage``, whole or not at all: its path
     and row count (None, and no file, without rows)."""
-    stage.mkdir(parents=True, exist_ok=True)
+    stage = lake_path(stage)
+    stage.mkdir()
     path = stage / f"{prefix}{uuid.uuid4().hex}.arrow"  # not a table's name: any character may be in it
-    tmp = path.with_suffix(".tmp")
     n = 0
     options = pa.ipc.IpcWriteOptions(compression="lz4")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, schema, options=options) as out:
+    with path.output_stream() as sink, pa.ipc.new_file(sink, schema, options=options) as out:
         for batch in batches:
             out.write_batch(batch)
             n += batch.num_rows
     if not n:
-        tmp.unlink()
+        path.unlink()
         return None
-    os.replace(tmp, path)
     return path, n
 
 
-def read_staged(path: Path) -> pa.Table:
+def read_staged(path: LakePath) -> pa.Table:
     """A staged file's rows, read into memory (the file goes soon)."""
     try:
-        with pa.OSFile(str(path), "rb") as source:
+        with path.input_file() as source:
             return pa.ipc.open_file(source).read_all()
     except (OSError, pa.ArrowInvalid) as exc:
         raise RuntimeError(f"the rows staged in {path} cannot be read: {exc}") from None

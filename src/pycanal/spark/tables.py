@@ -11,17 +11,17 @@ COLUMNS``) are carried over after the model's.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Schema, write_deltalake
 
 from pycanal.parse.ddl import AlterTable
 from pycanal.parse.meta import Table
+from pycanal.storage import LakePath
 
 from .batch import ApplyError
 from .cow import WRITER_PROPERTIES, Contents, KeyedTable, refused
+from .delta.rs import delta_table, is_delta_table, storage
 from .delta.tablestate import read_rows
 from .maintenance import Maintenance
 from .merge_source import MergeSource
@@ -40,22 +40,22 @@ def _columns_of(dt: DeltaTable) -> list[tuple[str, str]]:
 
 
 def open_table(
-    path: Path, name: str, t: Table, plan: MergeSource, app_id: str, contents: Contents,
+    path: LakePath, name: str, t: Table, plan: MergeSource, app_id: str, contents: Contents,
     maintenance: Maintenance | None,
 ) -> KeyedTable:  # fmt: skip
     """The table ``name`` (``database.table``, defined as ``t``) at ``path`` opened for writing,
     created first where there is none."""
-    if not DeltaTable.is_deltatable(str(path)):
+    if not is_delta_table(path):
         properties = maintenance.table_properties() if maintenance is not None else None
         write_deltalake(
-            str(path),
-            plan.schema.empty_table(),
+            **storage(path),
+            data=plan.schema.empty_table(),
             mode="error",
             name=name,
             configuration=properties,
         )
-        DeltaTable(str(path)).create_checkpoint()  # every later checkpoint is made from it
-    features = refused(DeltaTable(str(path)))
+        delta_table(path).create_checkpoint()  # every later checkpoint is made from it
+    features = refused(delta_table(path))
     if features:
         raise ApplyError(
             f"current-state table {path} ({name}) has table features pycanal does not write: {features}; "
@@ -75,7 +75,7 @@ def open_table(
 
 
 def rewrite(
-    path: Path, dt: DeltaTable, name: str, old: Table | None, stmt: AlterTable | None, plan: MergeSource,
+    path: LakePath, dt: DeltaTable, name: str, old: Table | None, stmt: AlterTable | None, plan: MergeSource,
     where: str, commit: CommitProperties,
 ) -> list[str]:  # fmt: skip
     """Rewrite the table ``name`` at ``path`` (``dt``; defined as ``old`` before the statement
@@ -111,8 +111,8 @@ def rewrite(
             raise ApplyError(f"{name} at {where}: cannot carry column `{col.name}` over: {exc}") from None
     arrays += [data.column(f.name).cast(f.type) for f in users]  # a user's: kept, after the model's
     write_deltalake(
-        str(path),
-        pa.Table.from_arrays(arrays, schema=pa.schema([*schema, *users])),
+        **storage(path),
+        data=pa.Table.from_arrays(arrays, schema=pa.schema([*schema, *users])),
         mode="overwrite",
         schema_mode="overwrite",
         commit_properties=commit,

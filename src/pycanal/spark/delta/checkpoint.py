@@ -30,18 +30,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
-import uuid
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pycanal.storage import LakePath
+
 from .expiry import LOG_RETENTION, delete_expired, expire_log, expired, retention_ms
-from .log import LogState, checkpoint_path, last_checkpoint, put_if_absent
+from .log import LogState, checkpoint_path, last_checkpoint
 
 __all__ = ["from_log", "next_checkpoint", "write_checkpoint"]
 
@@ -50,7 +49,7 @@ log = logging.getLogger(__name__)
 _MAPS = ("partitionValues", "tags")  # map fields of add and remove: lists of pairs for Arrow
 
 
-def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
+def from_log(log_dir: LakePath, version: int, live: set[str] | None = None) -> bool:
     """Write the checkpoint of ``version`` from the last checkpoint and the entries up to it
     (module docstring); False if it cannot be made so. ``live``: the data files the writer has at
     ``version``, checked against the checkpoint's before it is written."""
@@ -61,7 +60,7 @@ def from_log(log_dir: Path, version: int, live: set[str] | None = None) -> bool:
         base = last[0]
         if base >= version:
             return True  # a checkpoint at this version or later is there
-        previous = pq.read_table(checkpoint_path(log_dir, base))
+        previous = pq.read_table(checkpoint_path(log_dir, base).input_file())
         since = LogState(base, removes=[]).replay(log_dir, version)
         if since.version < version or since.other or since.metadata or since.protocol:
             return False  # an entry missing, or not add / remove / txn alone: delta-rs makes it
@@ -119,7 +118,7 @@ def _arrow_maps(action: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v.items()) if k in _MAPS and isinstance(v, dict) else v for k, v in action.items()}
 
 
-def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> None:
+def write_checkpoint(log_dir: LakePath, version: int, rows: pa.Table) -> None:
     """Create the checkpoint file of ``version`` (unless one exists already) and point
     ``_last_checkpoint`` at it unless it points at a later one."""
     removes = pc.is_valid(rows.column("remove"))
@@ -129,7 +128,7 @@ def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> None:
             if part.num_rows:
                 out.write_table(part)
     data = sink.getvalue().to_pybytes()
-    if not put_if_absent(checkpoint_path(log_dir, version), data):
+    if not checkpoint_path(log_dir, version).put_if_absent(data):
         return
     try:
         last = last_checkpoint(log_dir)
@@ -147,18 +146,16 @@ def write_checkpoint(log_dir: Path, version: int, rows: pa.Table) -> None:
     newer = [v for v in _single_checkpoints(log_dir) if v > version]
     if newer:
         latest = max(newer)
-        meta = pq.ParquetFile(checkpoint_path(log_dir, latest)).metadata
+        meta = pq.ParquetFile(checkpoint_path(log_dir, latest).input_file()).metadata
         _point(log_dir, {"version": latest, "size": meta.num_rows})
 
 
-def _point(log_dir: Path, pointer: dict[str, int]) -> None:
+def _point(log_dir: LakePath, pointer: dict[str, int]) -> None:
     """Replace ``_last_checkpoint`` whole, not synced: like the entries and checkpoints it points
     among (a reader that finds it stale or unreadable reads on from the entries, or through delta-rs)."""
-    tmp = log_dir / f"._last_checkpoint.{uuid.uuid4().hex}.tmp"
-    tmp.write_text(json.dumps(pointer))
-    os.replace(tmp, log_dir / "_last_checkpoint")
+    (log_dir / "_last_checkpoint").write_text(json.dumps(pointer))
 
 
-def _single_checkpoints(log_dir: Path) -> list[int]:
+def _single_checkpoints(log_dir: LakePath) -> list[int]:
     """The versions of the single-file checkpoints in ``log_dir``."""
-    return [int(n[:20]) for n in os.listdir(log_dir) if len(n) == 39 and n.endswith(".checkpoint.parquet")]
+    return [int(n[:20]) for n in log_dir.listdir() if len(n) == 39 and n.endswith(".checkpoint.parquet")]

@@ -1,7 +1,7 @@
 """The log entries pycanal's writers commit: a copy-on-write write in place of a MERGE, and the
 protocol that lets a table's files have deletion vectors.
 
-An entry is created only if its version does not exist yet (``log.put_if_absent``), so a commit
+An entry is created only if its version does not exist yet (``LakePath.put_if_absent``), so a commit
 by another writer in between makes it fail instead of being overwritten. A write's entry is an
 ordinary remove/add commit carrying the Delta transaction id (``txn``) a MERGE would, so
 exactly-once is unchanged and readers (delta-rs, Spark, DuckDB) see what a MERGE commits.
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from pycanal import __version__
+from pycanal.storage import LakePath
 
-from .log import entry_path, put_if_absent
+from .log import entry_path
 
 __all__ = ["FileAction", "commit", "merge_actions", "vectors_actions"]
 
@@ -32,11 +32,11 @@ class FileAction(NamedTuple):
     vector: dict[str, Any] | None = None  # its deletion vector's descriptor
 
 
-def commit(log_dir: Path, version: int, actions: list[dict[str, Any]]) -> bool:
+def commit(log_dir: LakePath, version: int, actions: list[dict[str, Any]]) -> bool:
     """Create the log entry of ``version`` with ``actions``; False where it exists (another
-    writer's). OSError where the filesystem cannot link."""
+    writer's). OSError where the store cannot create it (a local filesystem without links)."""
     text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
-    return put_if_absent(entry_path(log_dir, version), text.encode())
+    return entry_path(log_dir, version).put_if_absent(text.encode())
 
 
 def merge_actions(

@@ -17,10 +17,11 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from pycanal.storage import LakePath, lake_path
 
 __all__ = [
     "DvError",
@@ -156,7 +157,9 @@ def _read_roaring32(data: bytes, at: int) -> tuple[np.ndarray, int]:
     return (np.concatenate(parts) if parts else np.empty(0, np.uint32)), at
 
 
-def file_descriptors(table_dir: Path, vectors: list[tuple[bytes, int]]) -> tuple[Path, list[dict[str, Any]]]:
+def file_descriptors(
+    table_dir: LakePath, vectors: list[tuple[bytes, int]]
+) -> tuple[LakePath, list[dict[str, Any]]]:
     """Write ``vectors`` ((bytes, cardinality) each) to one new deletion vector file of the table;
     the file and the vectors' descriptors."""
     name = uuid.uuid4()
@@ -170,7 +173,7 @@ def file_descriptors(table_dir: Path, vectors: list[tuple[bytes, int]]) -> tuple
     return path, out
 
 
-def vector_file(descriptor: dict[str, Any], table_dir: Path) -> Path | None:
+def vector_file(descriptor: dict[str, Any], table_dir: LakePath) -> LakePath | None:
     """The file a descriptor's vector is in (by uuid or path); None for a vector inline."""
     kind, where = descriptor["storageType"], descriptor["pathOrInlineDv"]
     if kind == "i":
@@ -179,20 +182,18 @@ def vector_file(descriptor: dict[str, Any], table_dir: Path) -> Path | None:
         prefix, code = where[:-20], where[-20:]
         return table_dir / prefix / f"deletion_vector_{uuid.UUID(bytes=z85_decode(code))}.bin"
     if kind == "p":
-        return Path(where.removeprefix("file://"))
+        return lake_path(where, table_dir.storage_options)
     raise DvError(f"unknown deletion vector storage type {kind!r}")
 
 
-def descriptor_bytes(descriptor: dict[str, Any], table_dir: Path) -> bytes:
+def descriptor_bytes(descriptor: dict[str, Any], table_dir: LakePath) -> bytes:
     """The serialized vector a descriptor names (inline, or in a file by uuid or path)."""
     size = int(descriptor["sizeInBytes"])
     path = vector_file(descriptor, table_dir)
     if path is None:
         return z85_decode(descriptor["pathOrInlineDv"], size)
     offset = int(descriptor.get("offset") or 1)
-    with open(path, "rb") as f:
-        f.seek(offset)
-        head = f.read(4 + size + 4)
+    head = path.read_range(offset, 4 + size + 4)
     if len(head) < 8 + size or struct.unpack_from(">i", head)[0] != size:
         raise DvError(f"{path} at {offset}: not a deletion vector of {size} bytes")
     data = head[4 : 4 + size]
@@ -201,7 +202,7 @@ def descriptor_bytes(descriptor: dict[str, Any], table_dir: Path) -> bytes:
     return data
 
 
-def positions(descriptor: dict[str, Any] | None, table_dir: Path) -> np.ndarray:
+def positions(descriptor: dict[str, Any] | None, table_dir: LakePath) -> np.ndarray:
     """The deleted positions a descriptor names (none for None)."""
     if descriptor is None:
         return np.empty(0, np.uint64)

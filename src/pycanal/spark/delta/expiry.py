@@ -21,11 +21,12 @@ A reader holding an older file list can fail; a time-travel query older than the
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from pycanal.storage import LakePath
 
 from .log import checkpoint_path, entry_path
 
@@ -60,7 +61,7 @@ def expired(remove: pa.ChunkedArray, cutoff_ms: int) -> pa.ChunkedArray:
     return pc.and_(pc.is_valid(remove), pc.less(stamps, cutoff_ms))
 
 
-def delete_expired(table: Path, previous: pa.Table, rows: pa.Table, cutoff_ms: int) -> None:
+def delete_expired(table: LakePath, previous: pa.Table, rows: pa.Table, cutoff_ms: int) -> None:
     """Delete the data files of the tombstones ``previous`` had and ``rows`` dropped as older than
     ``cutoff_ms`` that ``rows`` does not name again, live or removed later; deletion vector files,
     which several data files can share, are left to the vacuum."""
@@ -74,10 +75,10 @@ def delete_expired(table: Path, previous: pa.Table, rows: pa.Table, cutoff_ms: i
     }
     for path in set(gone.to_pylist()) - named:
         if "://" not in path and not path.startswith("/"):
-            (table / unquote(path)).unlink(missing_ok=True)
+            (table / unquote(path)).unlink()
 
 
-def expire_log(log_dir: Path, base: int, cutoff_ms: int) -> None:
+def expire_log(log_dir: LakePath, base: int, cutoff_ms: int) -> None:
     """Delete the entries and checkpoints before the newest checkpoint older than ``cutoff_ms``
     (a version within the retention is still read from a checkpoint and the entries after it),
     oldest first. Found without listing the log: the entries up to ``base`` (a checkpoint's
@@ -95,11 +96,11 @@ def expire_log(log_dir: Path, base: int, cutoff_ms: int) -> None:
     while keep > first and not checkpoint_path(log_dir, keep).exists():
         keep -= 1
     for version in range(first, keep):
-        checkpoint_path(log_dir, version).unlink(missing_ok=True)
-        entry_path(log_dir, version).unlink(missing_ok=True)
+        checkpoint_path(log_dir, version).unlink()
+        entry_path(log_dir, version).unlink()
 
 
-def _first_entry(log_dir: Path, last: int) -> int:
+def _first_entry(log_dir: LakePath, last: int) -> int:
     """The oldest log entry, given that ``last``'s is there (the entries are contiguous)."""
     there, step = last, 1
     while there - step >= 0 and entry_path(log_dir, there - step).exists():
@@ -111,8 +112,8 @@ def _first_entry(log_dir: Path, last: int) -> int:
     return lo
 
 
-def _older(log_dir: Path, version: int, cutoff_ms: int) -> bool:
+def _older(log_dir: LakePath, version: int, cutoff_ms: int) -> bool:
     try:
-        return entry_path(log_dir, version).stat().st_mtime * 1000 < cutoff_ms
+        return entry_path(log_dir, version).modified_ms() < cutoff_ms
     except FileNotFoundError:
         return True  # cleaned up already

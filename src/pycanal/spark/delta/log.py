@@ -2,8 +2,8 @@
 one replay of it.
 
 An entry (``<version>.json``, one action a line) is created whole and only if its version does
-not exist yet (``put_if_absent``: a temporary file hard-linked to the name, as delta-rs' local
-store does), so versions have no gaps and a reader stops at the first one missing instead of
+not exist yet (``LakePath.put_if_absent``: a hard link on a local disk, ``If-None-Match: *`` on
+S3, as delta-rs does), so versions have no gaps and a reader stops at the first one missing instead of
 listing ``_delta_log``. Every reader of the log here replays it one way (``LogState``): the rows of
 the checkpoint ``_last_checkpoint`` names (its row groups of tombstones alone skipped:
 ``checkpoint_rows``), then the entries after it, in order. Its users: ``tablestate`` (a reader's
@@ -15,14 +15,13 @@ checkpoint, tombstones in order).
 from __future__ import annotations
 
 import json
-import os
-import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from pycanal.storage import LakePath
 
 __all__ = [
     "LogState",
@@ -34,28 +33,27 @@ __all__ = [
     "last_checkpoint",
     "live_adds",
     "named_vectors",
-    "put_if_absent",
 ]
 
 
-def entry_path(log_dir: Path, version: int) -> Path:
+def entry_path(log_dir: LakePath, version: int) -> LakePath:
     """The log entry (commit) of ``version``."""
     return log_dir / f"{version:020d}.json"
 
 
-def checkpoint_path(log_dir: Path, version: int) -> Path:
+def checkpoint_path(log_dir: LakePath, version: int) -> LakePath:
     """The single-part checkpoint of ``version``."""
     return log_dir / f"{version:020d}.checkpoint.parquet"
 
 
-def checkpoint_parts(log_dir: Path, version: int, parts: int | None) -> list[Path]:
+def checkpoint_parts(log_dir: LakePath, version: int, parts: int | None) -> list[LakePath]:
     """The files of the checkpoint of ``version`` in ``parts`` parts (None: one file)."""
     if not parts:
         return [checkpoint_path(log_dir, version)]
     return [log_dir / f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
 
 
-def last_checkpoint(log_dir: Path) -> tuple[int, int | None] | None:
+def last_checkpoint(log_dir: LakePath) -> tuple[int, int | None] | None:
     """(version, parts) of the checkpoint ``_last_checkpoint`` names; None without one, ValueError
     where it cannot be read."""
     try:
@@ -67,10 +65,10 @@ def last_checkpoint(log_dir: Path) -> tuple[int, int | None] | None:
         raise ValueError(f"{log_dir}/_last_checkpoint: {exc!r}") from None
 
 
-def checkpoint_rows(part: Path, columns: list[str]) -> pa.Table:
+def checkpoint_rows(part: LakePath, columns: list[str]) -> pa.Table:
     """``columns`` (those it has) of a checkpoint file's rows but those in row groups of tombstones alone (where
     every row has a ``remove``: ``checkpoint`` writes them so; other writers' row groups are read)."""
-    data = pq.ParquetFile(part)
+    data = pq.ParquetFile(part.input_file())
     columns = [c for c in columns if c in data.schema_arrow.names]  # another writer's may lack one
     meta = data.metadata
     keep = []
@@ -87,7 +85,7 @@ def checkpoint_rows(part: Path, columns: list[str]) -> pa.Table:
     return data.read_row_groups(keep, columns=columns)
 
 
-def entry_actions(log_dir: Path, version: int) -> list[tuple[str, dict[str, Any]]]:
+def entry_actions(log_dir: LakePath, version: int) -> list[tuple[str, dict[str, Any]]]:
     """The actions of the log entry of ``version``, in order, as (kind, action);
     FileNotFoundError where there is none."""
     actions = []
@@ -96,21 +94,6 @@ def entry_actions(log_dir: Path, version: int) -> list[tuple[str, dict[str, Any]
             ((kind, action),) = json.loads(line).items()
             actions.append((kind, action))
     return actions
-
-
-def put_if_absent(path: Path, data: bytes) -> bool:
-    """Create ``path`` with ``data`` unless it exists (False then): a temporary file beside it,
-    hard-linked to the name (a rename would replace what another writer put there). OSError
-    where the filesystem cannot link (some network and FUSE filesystems)."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.link(tmp, path)
-    except FileExistsError:
-        return False
-    finally:
-        tmp.unlink(missing_ok=True)
-    return True
 
 
 @dataclass
@@ -129,7 +112,7 @@ class LogState:
     removes: list[dict[str, Any]] | None = None
 
     @classmethod
-    def at_checkpoint(cls, log_dir: Path, at_most: int | None = None) -> LogState | None:
+    def at_checkpoint(cls, log_dir: LakePath, at_most: int | None = None) -> LogState | None:
         """The log at its last checkpoint (at version -1 where there is none, or where it is past
         ``at_most``); None where the pointer or the checkpoint cannot be read."""
         try:
@@ -153,7 +136,7 @@ class LogState:
             state.protocol = _first(rows, "protocol") or state.protocol
         return state
 
-    def replay(self, log_dir: Path, until: int | None = None) -> LogState:
+    def replay(self, log_dir: LakePath, until: int | None = None) -> LogState:
         """Apply the entries after ``version``, in order, up to ``until`` (None: until one is
         missing); stops at a missing one either way."""
         while until is None or self.version < until:
@@ -195,7 +178,7 @@ class LogState:
                         None if self.removes is None else list(self.removes))  # fmt: skip
 
 
-def live_adds(log_dir: Path, version: int) -> dict[str, dict[str, Any]]:
+def live_adds(log_dir: LakePath, version: int) -> dict[str, dict[str, Any]]:
     """The ``add`` actions of the files live at ``version`` (path, size, stats, deletionVector),
     replayed from the last checkpoint at or before it (single- or multi-part) and the entries
     after it. delta-rs' file listing has no deletion vectors, which a writer of them needs."""
@@ -209,7 +192,7 @@ def live_adds(log_dir: Path, version: int) -> dict[str, dict[str, Any]]:
     return state.live
 
 
-def named_vectors(log_dir: Path) -> list[dict[str, Any]]:
+def named_vectors(log_dir: LakePath) -> list[dict[str, Any]]:
     """The deletion vector descriptors of every ``add`` and ``remove`` the log still holds (its
     last checkpoint and the entries after it): a vector file any of them names is in use, by the
     table or by a version within the retention."""
@@ -219,7 +202,9 @@ def named_vectors(log_dir: Path) -> list[dict[str, Any]]:
     if last is not None:
         version = last[0]
         for part in checkpoint_parts(log_dir, version, last[1]):
-            rows = pq.read_table(part, columns=["add", "remove"])  # the tombstones' row groups too
+            rows = pq.read_table(
+                part.input_file(), columns=["add", "remove"]
+            )  # the tombstones' row groups too
             for column in ("add", "remove"):
                 out += [
                     a["deletionVector"]

@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, Schema
 
+from pycanal.storage import LakePath, lake_path
+
 from .log import LogState, entry_path, last_checkpoint
+from .rs import delta_table
 
 __all__ = ["TableReader", "TableState", "conform", "has_vectors", "read_rows", "read_table", "table_state"]
 
@@ -50,16 +52,17 @@ class TableState:
 
     version: int
     schema: pa.Schema
-    files: list[Path]
+    files: list[LakePath]
     _log: LogState = field(repr=False, compare=False)
 
 
-def table_state(path: str | Path, since: TableState | None = None) -> TableState | None:
+def table_state(path: str | LakePath, since: TableState | None = None) -> TableState | None:
     """The latest version of the Delta table at ``path`` (the module notes); None where this module
     cannot read it as delta-rs does. ``since``, a state of the same table read before: only the
     entries after it are read (a poller's cost, as delta-rs' ``update``), unless they have been
     cleaned up after a newer checkpoint."""
-    log_dir = Path(path) / "_delta_log"
+    path = lake_path(path)
+    log_dir = path / "_delta_log"
     if since is not None:
         if not entry_path(log_dir, since.version + 1).exists() and _last_version(log_dir) <= since.version:
             return since  # nothing committed since (a poller's usual answer)
@@ -73,7 +76,7 @@ def table_state(path: str | Path, since: TableState | None = None) -> TableState
         return table_state(path)  # entries cleaned up after a newer checkpoint: start from it
     if log.version < 0 or log.metadata is None or log.protocol is None or not _plain(log):
         return None
-    files = [Path(path) / unquote(p) for p in log.live]
+    files = [path / unquote(p) for p in log.live]
     return TableState(log.version, _arrow_schema(log.metadata["schemaString"]), files, log)
 
 
@@ -81,8 +84,8 @@ class TableReader:
     """Reads one table again and again, each time from the entries added since the last read
     (``table_state``'s ``since``): a poller's reader."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = path
+    def __init__(self, path: str | LakePath) -> None:
+        self.path = lake_path(path)
         self.state: TableState | None = None
         self._last: tuple[TableState, list[str] | None, pa.Table] | None = None
 
@@ -109,7 +112,7 @@ class TableReader:
             self._last = (state, columns, rows)
             return rows
         self.state = self._last = None
-        return read_rows(DeltaTable(str(self.path)), columns)
+        return read_rows(delta_table(self.path), columns)
 
 
 def has_vectors(dt: DeltaTable) -> bool:
@@ -128,7 +131,7 @@ def read_rows(dt: DeltaTable, columns: list[str] | None = None) -> pa.Table:
     return pa.table(dt.scan(columns=columns)).cast(schema)
 
 
-def read_table(path: str | Path, columns: list[str] | None = None) -> pa.Table:
+def read_table(path: str | LakePath, columns: list[str] | None = None) -> pa.Table:
     """The rows of the Delta table at ``path`` (``columns`` only, if given): read from its state
     (``table_state``) where it can be, through delta-rs otherwise."""
     return TableReader(path).read(columns)
@@ -140,7 +143,7 @@ def _arrow_schema(schema_string: str) -> pa.Schema:
     return pa.schema(Schema.from_json(schema_string).to_arrow())
 
 
-def _last_version(log_dir: Path) -> int:
+def _last_version(log_dir: LakePath) -> int:
     try:
         last = last_checkpoint(log_dir)
     except (OSError, ValueError):
@@ -160,8 +163,8 @@ def _plain(log: LogState) -> bool:
     return not any(a.get("deletionVector") or "://" in p or p.startswith("/") for p, a in log.live.items())
 
 
-def _read_file(file: Path, schema: pa.Schema) -> pa.Table:
-    data = pq.ParquetFile(file)
+def _read_file(file: LakePath, schema: pa.Schema) -> pa.Table:
+    data = pq.ParquetFile(file.input_file())
     have = set(data.schema_arrow.names)
     return conform(data.read(columns=[n for n in schema.names if n in have]), schema)
 

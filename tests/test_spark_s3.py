@@ -1,0 +1,184 @@
+"""Issue 40: the lake on S3 (a real S3 server, S3Proxy). ``pycanal pipeline --lake s3://bucket/prefix``
+streams a shop workload with DDL into the change log, the current-state tables, the journal and
+Spark's checkpoint, all objects in the bucket (settings from the AWS_* environment); the driver is
+SIGKILLed mid-stream and started again. At the end every table equals its source, the change log
+holds every row change once, and Spark's Delta reads every table through s3a. Bad lakes (a wrong
+endpoint, wrong keys, a missing bucket) are one line naming the lake, the secret never shown."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline_helpers import embedded_server, stop_job
+from pycanal.demo import SCHEMA, TABLES, Workload
+from pycanal.spark.apply import applied_batch_ids
+from pycanal.spark.changelog import ChangeLog
+from pycanal.spark.check import compare_table
+from pycanal.storage import LakePath, lake_path
+from pycanal.testing import PrivateMariaDB
+from pycanal.testing.s3 import PrivateS3
+from test_spark_pipeline_e2e import binlog_positions
+
+pytestmark = pytest.mark.mariadb
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[PrivateS3]:
+    with PrivateS3() as server:
+        server.create_bucket("lake")
+        yield server
+
+
+@pytest.fixture
+def s3_env(s3: PrivateS3, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The AWS settings in this process too (the test reads the lake as a user would)."""
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    return s3.env()
+
+
+@pytest.fixture
+def db() -> Iterator[PrivateMariaDB]:
+    with PrivateMariaDB(server_id=53, binlog_row_metadata="FULL") as server:
+        yield server
+
+
+def start_job(lake: str, port: int, log: Path, env: dict[str, str]) -> subprocess.Popen:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pycanal.cli", "pipeline", "--address", f"127.0.0.1:{port}",
+             "--destination", "shop", "--filter", "shop\\..*", "--lake", lake,
+             "--trigger", "500 milliseconds", "--master", "local[2]"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ | env,
+        )  # fmt: skip
+
+
+def commits(lake: LakePath) -> int:
+    last = ChangeLog(lake).last_batch()
+    return 0 if last is None else last + 1
+
+
+def changelog_positions(lake: LakePath) -> list[tuple]:
+    out = []
+    for f in ChangeLog(lake).files():
+        t = pq.read_table(f.input_file(), columns=["op", "position"])
+        out += [
+            (r["op"], r["position"]["file"], r["position"]["offset"], r["position"]["row"])
+            for r in t.to_pylist()
+        ]
+    return out
+
+
+# Spark in a child process: this process's JVM (if another test started it) has no s3a jars.
+_SPARK_READS = """
+import json, sys, tempfile
+from pycanal.spark.current import table_path
+from pycanal.spark.session import lake_options, spark_session
+from pycanal.storage import lake_path
+lake = lake_path(sys.argv[1])
+spark = spark_session(tempfile.mkdtemp(prefix="pycanal-s3-read-"), "s3-read", "local[2]", conf=lake_options(lake))
+counts = {t: spark.read.format("delta").load(table_path(lake, "shop", t).spark_uri).count() for t in sys.argv[2:]}
+spark.stop()
+print("COUNTS " + json.dumps(counts))
+"""
+
+
+def test_pipeline_on_s3_survives_a_driver_sigkill_exactly_once(
+    db: PrivateMariaDB, s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    start = db.current_binlog()
+    server, tcp = embedded_server(db, "shop", start, "shop\\..*")
+    uri = "s3://lake/shop"
+    lake = lake_path(uri)
+    log = tmp_path / "job.log"
+    job = start_job(uri, tcp.port, log, s3_env)
+    try:
+        for ddl in SCHEMA:
+            db.execute(ddl)
+        deadline = time.monotonic() + 180
+        while commits(lake) < 1:
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.3)
+        work = Workload(db, seconds=15)
+        writer = threading.Thread(target=work.run)
+        writer.start()
+        while commits(lake) < 3:
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.3)
+        assert not work.done.is_set(), "the workload ended before the driver was killed"
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        time.sleep(1)
+        job = start_job(uri, tcp.port, log, s3_env)
+        writer.join()
+        assert work.error is None, work.error
+        expected = binlog_positions(db, start)
+        deadline = time.monotonic() + 240
+        while len(changelog_positions(lake)) < len(expected):
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(1)
+        got = changelog_positions(lake)
+        assert len(got) == len(set(got)), "a change appears twice in the change log"
+        assert sorted(got) == sorted(expected), "the change log lost or invented a change"
+        while applied_batch_ids(lake)[-1:] != [ChangeLog(lake).last_batch()]:
+            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.3)
+        sources = {}
+        with db.root_connection("shop") as conn:
+            for table, key in TABLES.items():
+                check = compare_table(conn, lake, "shop", table, key)
+                assert check.equal, f"{table}: {check.first_difference}"
+                assert check.source_rows > 0
+                sources[table] = check.source_rows
+        stop_job(job)
+        read = subprocess.run(
+            [sys.executable, "-c", _SPARK_READS, uri, *TABLES],
+            capture_output=True, text=True, timeout=300, env=os.environ | s3_env,
+        )  # fmt: skip
+        assert read.returncode == 0, read.stderr[-3000:]
+        counts = json.loads(read.stdout.split("COUNTS ", 1)[1])
+        assert counts == sources, "Spark's Delta reads other rows than the source has"
+        assert s3_env["AWS_SECRET_ACCESS_KEY"] not in log.read_text()
+        # Spark's checkpoint and pycanal's journal are objects of the lake too, nothing went to a
+        # local path named after the URI.
+        assert (lake / "_checkpoint" / "offsets").exists() and (lake / "_checkpoint" / "commits").exists()
+        assert (lake / "_pycanal" / "applied").exists() and (lake / "_delta_log").exists() is False
+        assert not Path("s3:").exists() and not (tmp_path / "s3:").exists()
+    finally:
+        stop_job(job)
+        tcp.stop()
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "error sending request"),
+        ({"AWS_SECRET_ACCESS_KEY": "not-the-secret-0123456789"}, "s3://lake/bad"),
+        ({}, "bucket 'no-such-bucket' does not exist"),
+    ],
+    ids=["wrong endpoint", "wrong secret", "missing bucket"],
+)
+def test_a_bad_lake_is_one_line_naming_it(s3: PrivateS3, change: dict[str, str], says: str) -> None:
+    uri = "s3://no-such-bucket/bad" if not change else "s3://lake/bad"
+    env = os.environ | s3.env() | change
+    done = subprocess.run(
+        [sys.executable, "-m", "pycanal.cli", "pipeline", "--address", "127.0.0.1:11111", "--lake", uri],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "--lake" in lines[0] and says in lines[0], lines[0]
+    assert s3.secret_key not in done.stderr and "not-the-secret-0123456789" not in done.stderr
