@@ -18,6 +18,7 @@ from pycanal.spark.current import table_path
 from pycanal.spark.delta.log import named_vectors
 from pycanal.spark.delta.tablestate import has_vectors, read_rows, read_table
 from pycanal.spark.maintenance import Maintenance, vacuum
+from pycanal.storage import lake_path
 from pycanal.testing import PrivateMariaDB
 from spark_fixtures import arrow_rows, capture, spark  # noqa: F401
 
@@ -125,6 +126,6 @@ def test_optimize_and_restore_by_spark_leave_a_table_pycanal_reads(lake: tuple, 
     assert rows_of(read_table(path)) == want == rows_of(spark.read.format("delta").load(path).toArrow())
     # pycanal's upkeep vacuums (maintenance.vacuum); Spark's VACUUM took ~60 s here and failed
     # (scala.MatchError) on vectors kept inline in the log, which pycanal no longer writes:
-    assert all(d["storageType"] == "u" for d in named_vectors(Path(path) / "_delta_log"))
-    vacuum(DeltaTable(path), Path(path), 0)
+    assert all(d["storageType"] == "u" for d in named_vectors(lake_path(path) / "_delta_log"))
+    vacuum(DeltaTable(path), lake_path(path), 0)
     assert rows_of(read_table(path)) == want == rows_of(spark.read.format("delta").load(path).toArrow())

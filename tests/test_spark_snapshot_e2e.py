@@ -237,7 +237,7 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
         assert {t for t, _ in keyed} == set(TABLES)
         assert not (lake / "current" / DB / NO_KEY).exists()
         # the chunks came staged by the executors, and their files went with their batches' commits
-        assert stage_dir(lake).is_dir() and not list(stage_dir(lake).iterdir())
+        assert stage_dir(lake).local.is_dir() and not stage_dir(lake).listdir()
         changes = [(r["position"]["file"], r["position"]["offset"], r["position"]["row"])
                    for r in rows if r["op"] in ("INSERT", "UPDATE", "DELETE")]  # fmt: skip
         assert len(changes) == len(set(changes)), "a change appears twice in the change log"

@@ -144,6 +144,12 @@ class LakePath:
     def __str__(self) -> str:
         return self.uri
 
+    def __fspath__(self) -> str:
+        """A local path, for ``open``, ``os`` and pyarrow; TypeError on S3 (not a file of this host)."""
+        if not self.is_local:
+            raise TypeError(f"{self.uri} is not a local path: read it through LakePath")
+        return self.key
+
     def __repr__(self) -> str:
         return f"LakePath({self.uri!r})"
 
