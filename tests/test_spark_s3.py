@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,12 +23,17 @@ import pytest
 
 from pipeline_helpers import embedded_server, stop_job
 from pycanal.demo import SCHEMA, TABLES, Workload
-from pycanal.spark.apply import applied_batch_ids
+from pycanal.spark.apply import ChangeApplier, applied_batch_ids
 from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import compare_table
+from pycanal.spark.current import table_path
+from pycanal.spark.delta.rs import delta_table
+from pycanal.spark.delta.tablestate import read_rows, read_table
+from pycanal.spark.maintenance import Maintenance
 from pycanal.storage import LakePath, lake_path
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing.s3 import PrivateS3
+from spark_fixtures import arrow_rows, capture
 from test_spark_pipeline_e2e import binlog_positions
 
 pytestmark = pytest.mark.mariadb
@@ -182,3 +188,66 @@ def test_a_bad_lake_is_one_line_naming_it(s3: PrivateS3, change: dict[str, str],
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "--lake" in lines[0] and says in lines[0], lines[0]
     assert s3.secret_key not in done.stderr and "not-the-secret-0123456789" not in done.stderr
+
+
+_DDL_WORK = [
+    "CREATE TABLE p (id INT PRIMARY KEY, a VARCHAR(10), b INT)",
+    "CREATE TABLE gone (id INT PRIMARY KEY, v INT)",
+    "CREATE TABLE big (id INT PRIMARY KEY, v INT)",
+    "INSERT INTO p VALUES (1, 'one', 10), (2, 'two', 20)",
+    "INSERT INTO gone VALUES (1, 1)",
+    "INSERT INTO big SELECT seq, seq FROM seq_1_to_12000",  # one file over 10,000 rows: vectors
+    "ALTER TABLE p ADD COLUMN d INT NOT NULL DEFAULT 7, RENAME COLUMN a TO name",
+    "UPDATE big SET v = -v WHERE id % 1000 = 0",
+    "DELETE FROM big WHERE id % 997 = 0",
+    "RENAME TABLE p TO q",
+    "INSERT INTO q (id, name) VALUES (3, 'three')",
+    "TRUNCATE TABLE gone",
+    "INSERT INTO gone VALUES (5, 5)",
+    "CREATE TABLE again (id INT PRIMARY KEY)",
+    "INSERT INTO again VALUES (1)",
+    "DROP TABLE again",
+    *[f"UPDATE big SET v = v + 1 WHERE id = {k}" for k in range(1, 40)],
+]
+
+
+def test_the_same_changes_make_the_same_lake_on_s3_as_on_disk(
+    mariadb: PrivateMariaDB, s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    """DDL (a rename, a truncate, a drop: moved copies on S3), deletion vectors, checkpoints, log
+    expiry and vacuum, applied in 12 batches to a lake on disk and to one in S3: the same rows in
+    every table, the same tables retired, and the S3 log's own upkeep done (checkpoints written,
+    expired entries deleted)."""
+    db = f"s3_{uuid.uuid4().hex[:8]}"
+    mariadb.execute(f"CREATE DATABASE `{db}`")
+
+    def run() -> None:
+        with mariadb.root_connection(db) as conn, conn.cursor() as cur:
+            for sql in _DDL_WORK:
+                cur.execute(sql)
+
+    rows = arrow_rows(capture(mariadb, run).rows(f"{db}\\..*"))
+    remote = lake_path(f"s3://lake/{db}")
+    lakes = {"disk": lake_path(tmp_path / "lake"), "s3": remote}
+    for lake in lakes.values():
+        upkeep = Maintenance(compact_every=3, checkpoint_every=2, vacuum_every=4, retention_hours=0,
+                             log_retention_hours=0, deletion_vectors=True)  # fmt: skip
+        applier = ChangeApplier(lake, maintenance=upkeep, apply_threads=2)
+        cuts = [rows.num_rows * k // 12 for k in range(13)]
+        for batch_id, (lo, hi) in enumerate(zip(cuts, cuts[1:], strict=False)):
+            applier(rows.slice(lo, hi - lo), batch_id)
+        applier.wait()
+        assert upkeep.done["checkpoint"] and upkeep.done["vacuum"]
+    for table in ("q", "gone", "big"):
+        disk, s3 = (read_table(table_path(lake, db, table)).sort_by("id") for lake in lakes.values())
+        assert s3.equals(disk), table
+        assert read_rows(delta_table(table_path(remote, db, table))).sort_by("id").equals(disk)
+    assert not table_path(remote, db, "p").exists() and not table_path(remote, db, "again").exists()
+    retired = {name: sorted((lake / "_pycanal" / "retired" / db).listdir()) for name, lake in lakes.items()}
+    assert retired["s3"] == retired["disk"] == ["again"]
+    big = table_path(remote, db, "big") / "_delta_log"
+    names = big.listdir()
+    assert any(n.endswith(".checkpoint.parquet") for n in names)
+    assert "00000000000000000000.json" not in names  # expired past the newest checkpoint
+    assert any(n.startswith("deletion_vector_") for n in table_path(remote, db, "big").listdir())
+    assert not [n for n in (remote / "current" / db / "q").listdir() if n == "_pycanal_moving_to"]

@@ -20,15 +20,17 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
 
 from pipeline_helpers import embedded_server, stop_job
 from pycanal.spark.apply import applied_batch_ids, stage_dir
 from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import normalize
 from pycanal.spark.current import table_path
+from pycanal.spark.delta.rs import delta_table, is_delta_table
 from pycanal.spark.delta.tablestate import read_rows
+from pycanal.storage import LakePath, lake_path
 from pycanal.testing import PrivateMariaDB
+from pycanal.testing.s3 import PrivateS3
 from spark_fixtures import spark  # noqa: F401
 
 pytestmark = pytest.mark.mariadb
@@ -128,34 +130,35 @@ def start_job(
         )
 
 
-def snapshot_state(lake: Path) -> object:
+def snapshot_state(lake: Path | LakePath) -> object:
     """The ``snap`` part of the newest offset Spark logged."""
-    offsets = sorted((lake / "_checkpoint" / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
-    if not offsets:
+    offsets = lake_path(lake) / "_checkpoint" / "offsets"
+    numbers = sorted(int(n) for n in offsets.listdir() if n.isdigit())
+    if not numbers:
         return None
-    return json.loads(offsets[-1].read_text().splitlines()[-1]).get("snap")
+    return json.loads((offsets / str(numbers[-1])).read_text().splitlines()[-1]).get("snap")
 
 
-def change_log(lake: Path) -> list[dict]:
+def change_log(lake: Path | LakePath) -> list[dict]:
     out = []
     for f in ChangeLog(lake).files():
-        out += pq.read_table(f, columns=["op", "table", "pk", "position"]).to_pylist()
+        out += pq.read_table(f.input_file(), columns=["op", "table", "pk", "position"]).to_pylist()
     return out
 
 
-def rows_equal(db: PrivateMariaDB, lake: Path, table: str, session: Any = None) -> str | None:
+def rows_equal(db: PrivateMariaDB, lake: Path | LakePath, table: str, session: Any = None) -> str | None:
     """The source table against its current-state table, read by delta-rs or by ``session``'s Delta."""
     with db.root_connection(DB) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT * FROM {table}")
         columns = [d[0] for d in cur.description]
         source = sorted(json.dumps([normalize(v) for v in r], default=str) for r in cur.fetchall())
     path = table_path(lake, DB, table)
-    if not DeltaTable.is_deltatable(str(path)):  # the directory comes before its first log entry
+    if not is_delta_table(path):  # the directory comes before its first log entry
         return "no current-state table yet"
     if session is not None:
-        target_rows = session.read.format("delta").load(str(path)).toArrow().to_pylist()
+        target_rows = session.read.format("delta").load(path.spark_uri).toArrow().to_pylist()
     else:
-        target_rows = read_rows(DeltaTable(str(path))).to_pylist()
+        target_rows = read_rows(delta_table(path)).to_pylist()
     target = sorted(json.dumps([normalize(r[c]) for c in columns], default=str) for r in target_rows)
     if source == target:
         return None
@@ -255,16 +258,25 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
         server.stop()
 
 
-def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB, tmp_path: Path) -> None:
+def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(
+    db: PrivateMariaDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The pipeline streams t_int only; t_ubig, with rows, joins its filter: ``pycanal snapshot``
     asks for it, and after the restart with the wider filter the lake has t_ubig whole, while a
     writer changes both tables. t_int and t_str drifted meanwhile (rows deleted with the binlog off
     for the session): snapshotted again with it, the lake loses the rows the source no longer has
-    (by the chunks' key ranges for t_int's INT key, emptied and read again for t_str's string key)."""
+    (by the chunks' key ranges for t_int's INT key, emptied and read again for t_str's string key).
+    The lake is in S3 (a real S3 server): the request, the staged chunks and the tables are objects
+    (the initial snapshot's test runs on local disk)."""
+    s3 = PrivateS3()
+    s3.start()
+    s3.create_bucket("lake")
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)  # for the job, the snapshot command and this test alike
     db.execute(f"CREATE DATABASE {DB}")
     start = db.current_binlog()
     server, tcp = embedded_server(db, "snap", start)
-    lake, log = tmp_path / "lake", tmp_path / "job.log"
+    lake, log = lake_path("s3://lake/adhoc"), tmp_path / "job.log"
     for name in ("t_int", "t_ubig", "t_str"):
         columns, row = TABLES[name]
         db.execute(f"CREATE TABLE {DB}.{name} ({columns})")
@@ -327,7 +339,9 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB
             assert problem is None, f"{name}: {problem}"
         reads = [r["table"] for r in change_log(lake) if r["op"] == "READ"]
         assert set(reads) == {"t_ubig", "t_int", "t_str"} and reads.count("t_ubig") >= 1000
-        assert not list((lake / "_pycanal" / "snapshot-requests").glob("*.json")), "the request was not taken"
+        requests = (lake / "_pycanal" / "snapshot-requests").listdir()
+        assert not [n for n in requests if n.endswith(".json")], "the request was not taken"
+        assert stage_dir(lake).listdir() == []  # the staged chunks went with their batches' commits
     finally:
         writer.stop.set()
         if thread.is_alive():
@@ -337,3 +351,4 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(db: PrivateMariaDB
             stop_job(second)
         tcp.stop()
         server.stop()
+        s3.stop()
