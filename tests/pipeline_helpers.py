@@ -1,18 +1,26 @@
-"""What the end-to-end pipeline tests share: an embedded Canal server on a private MariaDB, and
-stopping a job's whole process group (Python driver, JVM, workers)."""
+"""What the end-to-end pipeline tests share: an embedded Canal server on a private MariaDB,
+stopping a job's whole process group (Python driver, JVM, workers), and waiting for a lake (on
+disk or in S3) to hold every row change of the binlog exactly once."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import time
+from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from pycanal.instance import CanalInstance
 from pycanal.meta import MemoryMetaManager
 from pycanal.protocol.position import EntryPosition
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
+from pycanal.spark.apply import applied_batch_ids
+from pycanal.spark.changelog import ChangeLog
+from pycanal.storage import LakePath
 from pycanal.testing import PrivateMariaDB
 
 
@@ -44,3 +52,35 @@ def stop_job(job: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait()
+
+
+def commits(lake: Path | LakePath) -> int:
+    """Micro-batches committed to the change log (counting the empty ones it skips)."""
+    last = ChangeLog(lake).last_batch()
+    return 0 if last is None else last + 1
+
+
+def changelog_positions(lake: Path | LakePath) -> list[tuple]:
+    """(op, file, offset, row) of every change row in the lake's change log."""
+    out = []
+    for f in ChangeLog(lake).files():
+        t = pq.read_table(f.input_file(), columns=["op", "position"])
+        out += [(r["op"], *(r["position"][k] for k in ("file", "offset", "row"))) for r in t.to_pylist()]
+    return out
+
+
+def await_exactly_once(
+    lake: Path | LakePath, expected: list[tuple], job: subprocess.Popen, log: Path, timeout: float
+) -> None:
+    """Wait until the change log holds the ``expected`` positions, each once and nothing else,
+    and the current state has applied its last batch (the job applies in the background)."""
+    deadline = time.monotonic() + timeout
+    while len(changelog_positions(lake)) < len(expected):
+        assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+        time.sleep(1)
+    got = changelog_positions(lake)
+    assert len(got) == len(set(got)), "a change appears twice in the change log"
+    assert sorted(got) == sorted(expected), "the change log lost or invented a change"
+    while applied_batch_ids(lake)[-1:] != [ChangeLog(lake).last_batch()]:
+        assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.3)

@@ -17,15 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 import pytest
 
-from pipeline_helpers import embedded_server, stop_job
+from pipeline_helpers import await_exactly_once, commits, embedded_server, stop_job
 from pycanal.binlog.reader import read_events
 from pycanal.demo import SCHEMA, TABLES, Workload
 from pycanal.parse.filter import TableFilter
-from pycanal.spark.apply import applied_batch_ids
-from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import compare_table
 from pycanal.spark.event_rows import EventRows
 from pycanal.testing import PrivateMariaDB
@@ -70,23 +67,6 @@ def start_job(
             start_new_session=True,  # its own process group: the JVM and the workers die with it
             env=env,
         )
-
-
-def commits(lake: Path) -> int:
-    """Micro-batches committed to the change log (counting the empty ones it skips)."""
-    last = ChangeLog(lake).last_batch()
-    return 0 if last is None else last + 1
-
-
-def changelog_positions(lake: Path) -> list[tuple]:
-    out = []
-    for f in ChangeLog(lake).files():
-        t = pq.read_table(f, columns=["op", "position"])
-        out += [
-            (r["op"], r["position"]["file"], r["position"]["offset"], r["position"]["row"])
-            for r in t.to_pylist()
-        ]
-    return out
 
 
 def binlog_positions(db: PrivateMariaDB, start: tuple[str, int]) -> list[tuple]:
@@ -141,18 +121,8 @@ def test_driver_sigkill_exactly_once(
         writer.join()
         assert work.error is None, work.error
         expected = binlog_positions(db, start)
-        deadline = time.monotonic() + 180
-        while len(changelog_positions(lake)) < len(expected):
-            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
-            time.sleep(1)
-        got = changelog_positions(lake)
-        assert len(got) == len(set(got)), "a change appears twice in the change log"
-        assert sorted(got) == sorted(expected), "the change log lost or invented a change"
+        await_exactly_once(lake, expected, job, log, 180)
         assert commits(lake) > killed_at
-        # The job applies a batch's current state in the background, after its change log.
-        while applied_batch_ids(lake)[-1:] != [ChangeLog(lake).last_batch()]:
-            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.2)
         with db.root_connection("shop") as conn:
             for table, key in TABLES.items():
                 check = compare_table(conn, lake, "shop", table, key)

@@ -18,19 +18,17 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
-from pipeline_helpers import embedded_server, stop_job
+from pipeline_helpers import await_exactly_once, commits, embedded_server, stop_job
 from pycanal.demo import SCHEMA, TABLES, Workload
-from pycanal.spark.apply import ChangeApplier, applied_batch_ids
-from pycanal.spark.changelog import ChangeLog
+from pycanal.spark.apply import ChangeApplier
 from pycanal.spark.check import compare_table
 from pycanal.spark.current import table_path
 from pycanal.spark.delta.rs import delta_table
 from pycanal.spark.delta.tablestate import read_rows, read_table
 from pycanal.spark.maintenance import Maintenance
-from pycanal.storage import LakePath, lake_path
+from pycanal.storage import lake_path
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing.s3 import PrivateS3
 from spark_fixtures import arrow_rows, capture
@@ -68,22 +66,6 @@ def start_job(lake: str, port: int, log: Path, env: dict[str, str]) -> subproces
              "--trigger", "500 milliseconds", "--master", "local[2]"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ | env,
         )  # fmt: skip
-
-
-def commits(lake: LakePath) -> int:
-    last = ChangeLog(lake).last_batch()
-    return 0 if last is None else last + 1
-
-
-def changelog_positions(lake: LakePath) -> list[tuple]:
-    out = []
-    for f in ChangeLog(lake).files():
-        t = pq.read_table(f.input_file(), columns=["op", "position"])
-        out += [
-            (r["op"], r["position"]["file"], r["position"]["offset"], r["position"]["row"])
-            for r in t.to_pylist()
-        ]
-    return out
 
 
 # Spark in a child process: this process's JVM (if another test started it) has no s3a jars.
@@ -130,16 +112,7 @@ def test_pipeline_on_s3_survives_a_driver_sigkill_exactly_once(
         writer.join()
         assert work.error is None, work.error
         expected = binlog_positions(db, start)
-        deadline = time.monotonic() + 240
-        while len(changelog_positions(lake)) < len(expected):
-            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
-            time.sleep(1)
-        got = changelog_positions(lake)
-        assert len(got) == len(set(got)), "a change appears twice in the change log"
-        assert sorted(got) == sorted(expected), "the change log lost or invented a change"
-        while applied_batch_ids(lake)[-1:] != [ChangeLog(lake).last_batch()]:
-            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.3)
+        await_exactly_once(lake, expected, job, log, 240)
         sources = {}
         with db.root_connection("shop") as conn:
             for table, key in TABLES.items():

@@ -256,25 +256,13 @@ class _LocalRoot:
         return os.stat(key).st_mtime_ns // 1_000_000
 
     def write(self, key: str, data: bytes | memoryview) -> None:
-        tmp = _temporary(key)
-        try:
-            with _create(tmp) as f:
-                f.write(data)
-            os.replace(tmp, key)
-        except BaseException:
-            _remove(tmp)
-            raise
+        _publish(key, data, os.replace)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        tmp = _temporary(key)
         try:
-            with _create(tmp) as f:
-                f.write(data)
-            os.link(tmp, key)
+            _publish(key, data, os.link)  # link(2) fails on an existing name; rename would replace it
         except FileExistsError:
             return False
-        finally:
-            _remove(tmp)
         return True
 
     def unlink(self, key: str) -> None:
@@ -494,6 +482,18 @@ def _create(path: str) -> Any:
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return open(path, "wb")
+
+
+def _publish(key: str, data: bytes | memoryview, how: Callable[[str, str], None]) -> None:
+    """``data`` written to a temporary file beside ``key``, then given the name by ``how``
+    (``os.replace`` or ``os.link``); the temporary never stays."""
+    tmp = _temporary(key)
+    try:
+        with _create(tmp) as f:
+            f.write(data)
+        how(tmp, key)
+    finally:
+        _remove(tmp)  # replaced: gone already; linked: the name stays
 
 
 def _temporary(key: str) -> str:
