@@ -440,7 +440,7 @@ def test_a_filesystem_without_hard_links_sends_the_table_to_merge(
     def refuse(src: object, dst: object, **kwargs: object) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr("pycanal.storage.lakepath.os.link", refuse)
+    monkeypatch.setattr("pycanal.storage.local.os.link", refuse)
     applier(arrow_rows([change("INSERT", 2, 2, 20)]), 1)
     path = table_path(root, "db", "t")
     table = DeltaTable(str(path))

@@ -28,41 +28,22 @@ per call, no copy.
 
 from __future__ import annotations
 
-import functools
 import os
 import posixpath
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 
 from pycanal.common.files import write_atomically
 
+from .errors import StorageError, mask
+from .local import LocalRoot
+from .s3 import S3Root
+
 __all__ = ["LakePath", "StorageError", "lake_path", "mask"]
-
-T = TypeVar("T")
-
-_SECRETS = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-# obstore reads these from the environment itself; given as options they are passed through.
-_CLIENT_KEYS = {"AWS_ALLOW_HTTP": "allow_http"}
-_MOVING = "_pycanal_moving_to"  # an S3 directory's unfinished move: the destination's key
-
-
-class StorageError(OSError):
-    """A store refused or failed a request: the message names the URI, never a secret."""
-
-
-def mask(text: str, options: Mapping[str, str] | None = None) -> str:
-    """``text`` with every secret of ``options`` and of the environment replaced by ``***``."""
-    for source in (options or {}, os.environ):
-        for key, value in source.items():
-            if key.upper() in _SECRETS and value and len(value) >= 4:
-                text = text.replace(value, "***")
-    return text
 
 
 def lake_path(where: str | os.PathLike[str] | LakePath, options: Mapping[str, str] | None = None) -> LakePath:
@@ -79,12 +60,12 @@ def lake_path(where: str | os.PathLike[str] | LakePath, options: Mapping[str, st
         if "@" in parts.netloc:
             raise ValueError(f"s3://{parts.hostname}/...: credentials go in AWS_* settings, not in the URI")
         prefix = parts.path.strip("/")
-        return LakePath(_S3Root(parts.netloc, dict(options or {})), prefix)
+        return LakePath(S3Root(parts.netloc, dict(options or {})), prefix)
     if scheme == "file":
         text = urlsplit(text).path
     elif scheme:
         raise ValueError(f"{text!r}: a lake is a local path, file:// or s3:// (not {scheme}://)")
-    return LakePath(_LocalRoot(), str(Path(text).resolve()))
+    return LakePath(LocalRoot(), str(Path(text).resolve()))
 
 
 class LakePath:
@@ -92,7 +73,7 @@ class LakePath:
 
     __slots__ = ("_root", "key")
 
-    def __init__(self, root: _LocalRoot | _S3Root, key: str) -> None:
+    def __init__(self, root: LocalRoot | S3Root, key: str) -> None:
         self._root = root
         self.key = key  # local: an absolute path; S3: the object key ("" for the bucket)
 
@@ -111,7 +92,7 @@ class LakePath:
 
     @property
     def is_local(self) -> bool:
-        return isinstance(self._root, _LocalRoot)
+        return isinstance(self._root, LocalRoot)
 
     @property
     def local(self) -> Path:
@@ -133,7 +114,7 @@ class LakePath:
     @property
     def storage_options(self) -> dict[str, str]:
         """delta-rs' ``storage_options`` for this lake (the options given; the rest from the environment)."""
-        return dict(self._root.options) if isinstance(self._root, _S3Root) else {}
+        return dict(self._root.options) if isinstance(self._root, S3Root) else {}
 
     def relative_to(self, other: LakePath) -> str:
         base = other.key.rstrip("/")
@@ -178,7 +159,7 @@ class LakePath:
     def write_bytes(self, data: bytes | memoryview, *, sync: bool = False) -> None:
         """Replace the file with ``data`` whole: a reader sees the old bytes or the new.
         ``sync``: durable once this returns (a journal's record); on S3 every write is."""
-        if sync and isinstance(self._root, _LocalRoot):
+        if sync and isinstance(self._root, LocalRoot):
             write_atomically(self.key, data)
         else:
             self._root.write(self.key, data)
@@ -231,278 +212,3 @@ class LakePath:
         error, and not at all otherwise."""
         with self._root.output_stream(self.key) as out:
             yield out
-
-
-class _LocalRoot:
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _LocalRoot)
-
-    def __hash__(self) -> int:
-        return 0
-
-    def uri(self, key: str, scheme: str = "s3") -> str:
-        return key
-
-    def read(self, key: str) -> bytes:
-        with open(key, "rb") as f:
-            return f.read()
-
-    def read_range(self, key: str, start: int, length: int) -> bytes:
-        with open(key, "rb") as f:
-            f.seek(start)
-            return f.read(length)
-
-    def modified_ms(self, key: str) -> int:
-        return os.stat(key).st_mtime_ns // 1_000_000
-
-    def write(self, key: str, data: bytes | memoryview) -> None:
-        _publish(key, data, os.replace)
-
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        try:
-            _publish(key, data, os.link)  # link(2) fails on an existing name; rename would replace it
-        except FileExistsError:
-            return False
-        return True
-
-    def unlink(self, key: str) -> None:
-        _remove(key)
-
-    def exists(self, key: str) -> bool:
-        return os.path.exists(key)
-
-    def is_file(self, key: str) -> bool:
-        return os.path.isfile(key)
-
-    def listdir(self, key: str) -> list[str]:
-        try:
-            return os.listdir(key)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-
-    def mkdir(self, key: str) -> None:
-        os.makedirs(key, exist_ok=True)
-
-    def move(self, key: str, dest: str) -> None:
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        os.rename(key, dest)
-
-    def moving_to(self, key: str) -> str | None:
-        return None
-
-    def input_file(self, key: str) -> pa.NativeFile:
-        return pa.memory_map(key)
-
-    @contextmanager
-    def output_stream(self, key: str) -> Iterator[pa.NativeFile]:
-        tmp = _temporary(key)
-        _create(tmp).close()  # its directory made, as S3 needs none
-        try:
-            with pa.OSFile(tmp, "wb") as out:
-                yield out
-            os.replace(tmp, key)
-        except BaseException:
-            _remove(tmp)
-            raise
-
-
-class _S3Root:
-    """A bucket; ``options`` as given (AWS_* names), the rest from the environment."""
-
-    def __init__(self, bucket: str, options: dict[str, str]) -> None:
-        self.bucket = bucket
-        self.options = options
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _S3Root) and (self.bucket, self.options) == (other.bucket, other.options)
-
-    def __hash__(self) -> int:
-        return hash(self.bucket)
-
-    def __reduce__(self) -> tuple[Any, ...]:  # the client is made anew in each process
-        return (_S3Root, (self.bucket, self.options))
-
-    def uri(self, key: str, scheme: str = "s3") -> str:
-        return f"{scheme}://{self.bucket}/{key}" if key else f"{scheme}://{self.bucket}"
-
-    @property
-    def store(self) -> Any:
-        return _s3_store(self.bucket, tuple(sorted(self.options.items())))
-
-    def _call(self, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """One request; a failure but a missing key becomes a StorageError naming the URI."""
-        import obstore.exceptions as errors
-
-        try:
-            return fn(self.store, *args, **kwargs)
-        except FileNotFoundError as exc:
-            if "NoSuchBucket" in str(exc):  # not a missing key: every request would fail
-                raise StorageError(f"{self.uri(key)}: bucket {self.bucket!r} does not exist") from None
-            raise
-        except errors.AlreadyExistsError:
-            raise
-        except (errors.BaseError, OSError, ValueError) as exc:
-            raise StorageError(f"{self.uri(key)}: {_reason(exc, self.options)}") from None
-
-    def read(self, key: str) -> bytes:
-        import obstore
-
-        return bytes(self._call(key, lambda s: obstore.get(s, key).bytes()))
-
-    def read_range(self, key: str, start: int, length: int) -> bytes:
-        import obstore
-
-        size = self._call(key, obstore.head, key)["size"]
-        end = min(start + length, size)
-        if end <= start:
-            return b""
-        return bytes(self._call(key, obstore.get_range, key, start=start, end=end))
-
-    def modified_ms(self, key: str) -> int:
-        import obstore
-
-        return int(self._call(key, obstore.head, key)["last_modified"].timestamp() * 1000)
-
-    def _get_buffer(self, key: str) -> pa.Buffer:
-        import obstore
-
-        return pa.py_buffer(self._call(key, lambda s: obstore.get(s, key).bytes()))
-
-    def write(self, key: str, data: bytes | memoryview) -> None:
-        import obstore
-
-        self._call(key, obstore.put, key, bytes(data) if isinstance(data, memoryview) else data)
-
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        import obstore
-        import obstore.exceptions as errors
-
-        try:
-            self._call(key, obstore.put, key, data, mode="create")
-        except errors.AlreadyExistsError:
-            return False
-        return True
-
-    def unlink(self, key: str) -> None:
-        import obstore
-
-        try:
-            self._call(key, obstore.delete, key)
-        except FileNotFoundError:
-            pass
-
-    def is_file(self, key: str) -> bool:
-        import obstore
-
-        if not key:
-            return False
-        try:
-            self._call(key, obstore.head, key)
-        except FileNotFoundError:
-            return False
-        return True
-
-    def exists(self, key: str) -> bool:
-        return self.is_file(key) or bool(self.listdir(key))
-
-    def listdir(self, key: str) -> list[str]:
-        import obstore
-
-        prefix = key.rstrip("/") + "/" if key else None
-        found = self._call(key, obstore.list_with_delimiter, prefix)
-        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in found["common_prefixes"]]
-        return names + [o["path"].rsplit("/", 1)[-1] for o in found["objects"]]
-
-    def mkdir(self, key: str) -> None:
-        return None  # a prefix exists once an object is under it
-
-    def move(self, key: str, dest: str) -> None:
-        import obstore
-
-        marker = f"{key}/{_MOVING}"
-        self.write(marker, dest.encode())
-        names = [
-            o["path"]
-            for o in self._call(key, lambda s: obstore.list(s, key + "/").collect())
-            if o["path"] != marker
-        ]
-        for name in names:  # every copy before any delete: the source stays whole until then
-            self._call(name, obstore.copy, name, dest + name[len(key) :])
-        for name in names:
-            self.unlink(name)
-        self.unlink(marker)
-
-    def moving_to(self, key: str) -> str | None:
-        try:
-            return self.read(f"{key}/{_MOVING}").decode()
-        except FileNotFoundError:
-            return None
-
-    def input_file(self, key: str) -> pa.NativeFile:
-        return pa.BufferReader(self._get_buffer(key))
-
-    @contextmanager
-    def output_stream(self, key: str) -> Iterator[pa.NativeFile]:
-        out = pa.BufferOutputStream()
-        yield out
-        self.write(key, out.getvalue().to_pybytes())
-
-
-@functools.cache
-def _s3_store(bucket: str, options: tuple[tuple[str, str], ...]) -> Any:
-    """One client per bucket and options in a process (its connection pool is reused)."""
-    from obstore.store import S3Store
-
-    config: dict[str, str] = {}
-    client: dict[str, Any] = {}
-    for key, value in options:
-        upper = key.upper()
-        if upper in _CLIENT_KEYS:
-            client[_CLIENT_KEYS[upper]] = value.lower() == "true"
-        elif upper.startswith("AWS_"):
-            config[upper.lower()] = value
-    endpoint = (
-        config.get("aws_endpoint_url") or config.get("aws_endpoint") or os.environ.get("AWS_ENDPOINT_URL", "")
-    )
-    if "allow_http" not in client and endpoint.startswith("http://"):
-        client["allow_http"] = True  # an http:// endpoint is plain HTTP by choice
-    return S3Store(bucket, config=config, client_options=client)
-
-
-def _reason(exc: BaseException, options: Mapping[str, str]) -> str:
-    """The first line of a store's error, secrets masked."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return mask(text, options)
-
-
-def _create(path: str) -> Any:
-    """``path`` opened for writing, its directory made where missing (an S3 key needs none)."""
-    try:
-        return open(path, "wb")
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        return open(path, "wb")
-
-
-def _publish(key: str, data: bytes | memoryview, how: Callable[[str, str], None]) -> None:
-    """``data`` written to a temporary file beside ``key``, then given the name by ``how``
-    (``os.replace`` or ``os.link``); the temporary never stays."""
-    tmp = _temporary(key)
-    try:
-        with _create(tmp) as f:
-            f.write(data)
-        how(tmp, key)
-    finally:
-        _remove(tmp)  # replaced: gone already; linked: the name stays
-
-
-def _temporary(key: str) -> str:
-    head, tail = os.path.split(key)
-    return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
