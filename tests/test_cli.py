@@ -180,3 +180,25 @@ def test_pipeline_refuses_a_class_archive_that_is_not_there(tmp_path: Path) -> N
     )
     assert done.returncode == 2 and f"class archive {missing}: no such file" in done.stderr
     assert not (tmp_path / "lake").exists()  # refused before any Spark or lake work
+
+
+def test_pipeline_kafka_config_is_checked_before_spark_starts(tmp_path: Path) -> None:
+    lake = str(tmp_path / "lake")
+    done = run(
+        "pipeline", "--address", "127.0.0.1:1", "--lake", lake, "--kafka-config", "security.protocol=SSL"
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr
+        == "pycanal: error: --kafka-config: needs --kafka HOST:PORT (a setting of the Kafka consumer)\n"
+    )
+    kafka = ["pipeline", "--kafka", "127.0.0.1:9092", "--topic", "t", "--lake", lake]
+    done = run(*kafka, "--kafka-config", "kafka.group.id=mine")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "pycanal: error: --kafka-config 'group.id': set by Spark's Kafka source itself (or by --kafka): "
+        "not a setting to give\n"
+    )
+    done = run(*kafka, "--kafka-config", "sasl.jaas.config")  # no '=': the value is never echoed
+    assert done.returncode == 2 and done.stderr == "pycanal: error: --kafka-config #1: expected KEY=VALUE\n"
+    assert not (tmp_path / "lake").exists()

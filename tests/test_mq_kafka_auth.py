@@ -13,10 +13,13 @@ docs give them (``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.s
 * A user without WRITE: one line naming the destination, the topic and the missing ACL, nothing acked;
   once WRITE is granted every row change arrives, none twice.
 * An untranslatable ``kafka.sasl.jaas.config`` stops the start with one line naming it.
+* ``pycanal pipeline --kafka --kafka-config``: Spark's Kafka source reads a secured topic into the lake.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 import uuid
@@ -369,3 +372,53 @@ def test_tail_kafka_config_errors_are_one_line(args: list[str], needle: str) -> 
     done = subprocess.run([*PYCANAL, "tail", *args], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and needle in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "sasl.password" not in done.stderr
+
+
+def test_pipeline_reads_secured_topics_with_kafka_config(
+    mariadb: PrivateMariaDB, secured: PrivateKafka, tmp_path: Path, servers: list[Server]
+) -> None:
+    """``pycanal pipeline --kafka --kafka-config``: Spark's Kafka source logs in with the Java
+    client's settings (SCRAM-SHA-512) and the lake gets every row of the secured topic; the
+    password is in no line of the job's output."""
+    from pycanal.spark.check import compare_table
+
+    sfx = _suffix()
+    topic = f"auth-spark-{sfx}"
+    secured.create_topic(topic)
+    work = Workload(mariadb, sfx, seed=44, names=("a",))
+    start = mariadb.current_binlog()
+    work.create()
+    password = secured.passwords["admin"]
+    conf = write_conf(
+        tmp_path / "conf", mariadb, start, bootstrap=secured.bootstrap_servers, tables=work.regex,
+        canal=canal_sasl("admin", password, "SCRAM-SHA-512"), instance={"canal.mq.topic": topic},
+    )  # fmt: skip
+    servers.append(Server(conf, tmp_path / "server.log").start())
+    work.round(0)
+    jaas = (
+        f"{MODULES['SCRAM-SHA-512']} required username={jaas_quote('admin')} password={jaas_quote(password)};"
+    )
+    lake, log = tmp_path / "lake", tmp_path / "job.log"
+    with log.open("wb") as out:
+        job = subprocess.Popen(
+            [*PYCANAL, "pipeline", "--kafka", secured.bootstrap_servers, "--topic", topic, "--lake", str(lake),
+             "--trigger", "500 milliseconds", "--master", "local[2]",
+             "--kafka-config", "security.protocol=SASL_PLAINTEXT", "--kafka-config", "sasl.mechanism=SCRAM-SHA-512",
+             "--kafka-config", f"sasl.jaas.config={jaas}"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+
+        def equal() -> bool:
+            assert job.poll() is None, log.read_text()[-3000:]
+            with mariadb.root_connection("pycanal") as conn:
+                try:
+                    return compare_table(conn, lake, "pycanal", work.table("a"), "id").equal
+                except Exception:  # noqa: BLE001 - no table yet
+                    return False
+
+        wait_for("the lake equal to the source", equal, timeout=180)
+        assert password not in log.read_text()
+    finally:
+        os.killpg(job.pid, signal.SIGTERM)
+        job.wait(60)

@@ -94,6 +94,19 @@ def given_file(what: str, path: Path) -> None:
         raise CliError(f"{what} {str(path)!r}: not readable")
 
 
+def kafka_settings(option: str, items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items of a Kafka client (a ``kafka.`` prefix dropped, as canal.properties
+    writes them); the value is never shown: it may be a password."""
+    settings: dict[str, str] = {}
+    for i, item in enumerate(items, 1):
+        key, sep, value = item.partition("=")
+        key = key.strip().removeprefix("kafka.")
+        if not sep or not key:
+            raise CliError(f"{option} #{i}: expected KEY=VALUE")
+        settings[key] = value.strip()
+    return settings
+
+
 def lake_uri(option: str, text: str) -> LakePath:
     from pycanal.storage import lake_path
 

@@ -40,6 +40,17 @@ def pipeline(
     topic_pattern: Annotated[
         str, typer.Option("--topic-pattern", help="With --kafka: the topics, a regex.")
     ] = "",
+    kafka_config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kafka-config",
+            metavar="KEY=VALUE",
+            help="With --kafka: a setting of Spark's Kafka consumer (repeatable; the Java client's names, "
+            "a kafka.* key of canal.properties without the prefix), e.g. security.protocol=SASL_PLAINTEXT, "
+            'sasl.mechanism=SCRAM-SHA-256, sasl.jaas.config=\'...ScramLoginModule required username="u" '
+            'password="p";\'.',
+        ),
+    ] = None,
     destination: Annotated[str, typer.Option("--destination", help="The destination.")] = "example",
     client_id: Annotated[int, typer.Option("--client-id", help="The client id.")] = 1001,
     filter_regex: Annotated[str, typer.Option("--filter", help="Canal filter regex on schema.table.")] = "",
@@ -135,6 +146,7 @@ def pipeline(
         "snapshot_chunk_rows": snapshot_chunk_rows, "snapshot_parallelism": snapshot_parallelism,
         "snapshot_reader": snapshot_reader, "snapshot_server_ids": snapshot_server_ids, "kafka": kafka,
         "topic": topic, "topic_pattern": topic_pattern,
+        "kafka_config": checks.kafka_settings("--kafka-config", kafka_config or []),
     }  # fmt: skip
     checks.lake_uri("--lake", lake)  # its form only: the store is tried last
     try:

@@ -152,13 +152,7 @@ def _client_settings(items: list[str]) -> dict[str, str]:
     value is never shown: it may be a password."""
     from pycanal.mq.kafka_config import ProducerConfigError, sasl_config
 
-    settings: dict[str, str] = {}
-    for i, item in enumerate(items, 1):
-        key, sep, value = item.partition("=")
-        key = key.strip().removeprefix("kafka.")
-        if not sep or not key:
-            raise CliError(f"--kafka-config #{i}: expected KEY=VALUE")
-        settings[key] = value.strip()
+    settings = checks.kafka_settings("--kafka-config", items)
     try:
         return sasl_config(settings, prefix="--kafka-config ")
     except ProducerConfigError as exc:

@@ -229,12 +229,24 @@ KAFKA_RECORDS_PER_BATCH = 10_000
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
-def kafka_options(kafka: str, topic: str = "", topic_pattern: str = "") -> dict[str, str]:
+# Consumer settings Spark's Kafka source sets itself and refuses from a user (its docs, "Kafka
+# Specific Configurations"), and the brokers, which --kafka gives.
+_SPARK_OWNS = frozenset({
+    "bootstrap.servers", "group.id", "auto.offset.reset", "key.deserializer", "value.deserializer",
+    "enable.auto.commit", "interceptor.classes",
+})  # fmt: skip
+
+
+def kafka_options(
+    kafka: str, topic: str = "", topic_pattern: str = "", config: dict[str, str] | None = None
+) -> dict[str, str]:
     """The options of Spark's Kafka source reading Canal's topics from the brokers ``kafka``
     (``HOST:PORT[,HOST:PORT...]``): ``topic`` (names, comma-separated) or ``topic_pattern`` (a
     regex), from the earliest offset on the first run (then from the checkpoint's), at most
     ``KAFKA_RECORDS_PER_BATCH`` records a micro-batch (its rows go to the driver: a backlog is
-    taken in steps); an ``OptionError`` names a wrong one (``kafka``, ``topic``, ``topicPattern``)."""
+    taken in steps); ``config``: more settings of its consumer (Java client names, as
+    ``kafka.<name>``: a secured broker's ``security.protocol``, ``sasl.*``, ``ssl.*``); an
+    ``OptionError`` names a wrong one (``kafka``, ``topic``, ``topicPattern``, ``kafkaConfig``)."""
     if not kafka or any(_host_port(one) is None for one in kafka.split(",")):
         raise OptionError("kafka", kafka, "expected HOST:PORT[,HOST:PORT...] (a port from 1 to 65535)")
     if bool(topic) == bool(topic_pattern):
@@ -249,6 +261,14 @@ def kafka_options(kafka: str, topic: str = "", topic_pattern: str = "") -> dict[
         "kafka.isolation.level": "read_committed",
         "includeHeaders": "true",  # pycanal.order: how a topic's partitions are merged
     }
+    for key in config or {}:
+        if key in _SPARK_OWNS or not key:
+            raise OptionError(
+                "kafkaConfig",
+                key,
+                "set by Spark's Kafka source itself (or by {kafka}): not a setting to give",
+            )
+        options[f"kafka.{key}"] = config[key]  # type: ignore[index]
     if topic:
         names = topic.split(",")
         bad = next((n for n in names if not _TOPIC.fullmatch(n) or n in (".", "..")), None)

@@ -97,6 +97,7 @@ def source_options(
     snapshot_reader: str | None = None,
     snapshot_server_ids: str | None = None,
     kafka: str | None = None,
+    kafka_config: dict[str, str] | None = None,
     topic: str = "",
     topic_pattern: str = "",
 ) -> dict[str, str]:
@@ -111,8 +112,9 @@ def source_options(
     ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts);
     with a ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``.
     ``kafka`` (brokers, HOST:PORT[,...]) with ``topic`` or ``topic_pattern``: Canal's topics read
-    through Spark's Kafka source instead of a server (``canal_options.kafka_options``); the
-    server's options, its filter and the snapshot then have no meaning and are refused."""
+    through Spark's Kafka source instead of a server (``canal_options.kafka_options``, with
+    ``kafka_config``: its consumer's settings); the server's options, its filter and the snapshot
+    then have no meaning and are refused."""
     if kafka or topic or topic_pattern:
         given = {"address": address, "zkServers": zk_servers, "filter": filter, "user": user,
                  "batchSize": batch_size, "batchBytes": batch_bytes, "snapshot": snapshot != "never",
@@ -126,7 +128,9 @@ def source_options(
             raise OptionError(
                 "topic" if topic else "topicPattern", None, "needs {kafka} HOST:PORT (the brokers)"
             )
-        return kafka_options(kafka, topic, topic_pattern)
+        return kafka_options(kafka, topic, topic_pattern, kafka_config)
+    if kafka_config:
+        raise OptionError("kafkaConfig", None, "needs {kafka} HOST:PORT (a setting of the Kafka consumer)")
     if not address and not zk_servers:
         raise OptionError(
             "address",
