@@ -59,9 +59,10 @@ multi-key delete), each with its count and per-batch count, statuses, bytes, and
 ``p99_ms``: the time at the relay from sending the request on to having the whole answer (the
 server's time on loopback, not the client's queueing); ``by_client`` (s3a or object_store, by
 User-Agent) and ``by_area`` (the lake's directory: current, changelog, _checkpoint, _pycanal,
-...). Latencies are those of S3Proxy on this machine's disk, not of AWS (tens of ms a request):
-the counts and bytes carry over, the times do not. ``file_create_us`` of a rate or minute is
-"n/a" on S3 (a local-disk probe).
+...: requests, and by kind). Latencies are those of S3Proxy on this machine's disk, not of AWS (tens of ms a request):
+the counts and bytes carry over, the times do not. ``--no-s3-relay`` is the control for the
+relay's own cost: the same run without it, and without the counts. ``file_create_us`` of a rate
+or minute is "n/a" on S3 (a local-disk probe).
 
 One JSON object goes to stdout, progress to stderr.
 
@@ -336,7 +337,7 @@ class Lakes:
     relay (``s3count``), and the bench's own reads (the checks, the marker's poller, the soak's
     queries and listings) go to the server directly, uncounted."""
 
-    def __init__(self, tmp: Path, s3: bool) -> None:
+    def __init__(self, tmp: Path, s3: bool, relay: bool = True) -> None:
         self.tmp = tmp
         self.server: PrivateS3 | None = None
         self.counter: s3count.S3Counter | None = None
@@ -344,14 +345,16 @@ class Lakes:
             return
         self.server = PrivateS3(base_dir=tmp, keep=True).start()  # its directory goes with the run's
         self.server.create_bucket(BUCKET)
-        self.counter = s3count.S3Counter(self.server.endpoint_url, tmp / "s3count.log")
-        OWN_KINDS.update({self.server.pid or 0: "s3_server", self.counter.process.pid: "s3_relay"})
+        OWN_KINDS[self.server.pid or 0] = "s3_server"
+        endpoint = self.server.endpoint_url
+        if relay:
+            self.counter = s3count.S3Counter(self.server.endpoint_url, tmp / "s3count.log")
+            OWN_KINDS[self.counter.process.pid] = "s3_relay"
+            endpoint = self.counter.endpoint_url
         for name in [k for k in os.environ if k.startswith("AWS_")]:
             del os.environ[name]  # no profile, token or region of the user's beside the server's
-        os.environ.update(self.server.env() | {"AWS_ENDPOINT_URL": self.counter.endpoint_url})
-        log(
-            f"S3Proxy {S3PROXY_VERSION} at {self.server.endpoint_url}, counted at {self.counter.endpoint_url}"
-        )
+        os.environ.update(self.server.env() | {"AWS_ENDPOINT_URL": endpoint})
+        log(f"S3Proxy {S3PROXY_VERSION} at {self.server.endpoint_url}, the pipeline's requests to {endpoint}")
 
     def lake(self, name: str) -> tuple[LakePath, LakePath]:
         """The lake ``name``: the pipeline's path and the bench's."""
@@ -693,6 +696,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deletion-vectors", action=argparse.BooleanOptionalAction,
                     default=Maintenance().deletion_vectors, help="the job's --deletion-vectors")  # fmt: skip
     ap.add_argument("--s3", action="store_true", help="the lakes in a private S3 server's bucket (S3Proxy)")
+    ap.add_argument("--s3-relay", action=argparse.BooleanOptionalAction, default=True,
+                    help="--s3: the pipeline's requests through the counting relay (the control: without)")  # fmt: skip
     ap.add_argument("--dir", help="where the lake, Spark's files and MariaDB go (default: the temp dir)")
     ap.add_argument("--settle-s", type=float, default=360.0,
                     help="wait first until this long after the last run deleted its files here")  # fmt: skip
@@ -722,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             with db:
                 log(f"MariaDB {db.version} on port {db.port}")
-                lakes = Lakes(Path(tmp), args.s3)
+                lakes = Lakes(Path(tmp), args.s3, args.s3_relay)
                 try:
                     spark = spark_session(
                         Path(tmp) / "spark-tmp", "pycanal-lake-bench", conf=lakes.spark_conf()

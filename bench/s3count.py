@@ -102,7 +102,10 @@ class Records:
             "bytes_out": sum(r[3] for r in rows),
             "by_kind": by_kind,
             "by_client": dict(Counter(r[5] for r in rows).most_common()),
-            "by_area": dict(Counter(r[6] for r in rows).most_common()),
+            "by_area": {
+                name: {"n": n, **dict(Counter(r[0] for r in rows if r[6] == name).most_common())}
+                for name, n in Counter(r[6] for r in rows).most_common()
+            },
         }
 
 
@@ -112,6 +115,9 @@ def serve(upstream: str, port: int, depth: int) -> None:
 
     class Relay(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # An answer's head and body are two writes: with Nagle's algorithm the body waits for the
+        # client's delayed ACK of the head (40 ms on Linux), a delay S3 itself would not add.
+        disable_nagle_algorithm = True
         conn: http.client.HTTPConnection | None = None
         used = 0.0
 
