@@ -42,11 +42,33 @@ as Delta deletion vectors; with ``--rows`` in the 100,000s they are what keeps t
 to the changes rather than to the rows the tables hold: docs/benchmarks.md, stop 30);
 ``--no-deletion-vectors`` runs it copy-on-write only, as runs before they were the default did.
 
+``--s3`` puts the lakes in an S3 bucket instead of ``--dir`` (issue 40), all else the same: a
+private S3 server (``pycanal.testing.s3.PrivateS3``: S3Proxy on loopback, its objects files in the
+run's directory) with the bucket ``lake``, each table count's lake ``s3://lake/lake-N``; the AWS_*
+settings go in this process's environment before Spark starts and the session has
+``lake_options`` (s3a), so the driver, the JVM (Spark's checkpoint) and the executors all write to
+S3. They reach the server through ``s3count``, a counting relay in a process of its own; the
+bench's own reads (the checks, the marker's poller, the soak's queries) go to the server directly
+and are not counted. Each rate, the backlog, each soak minute and each table count's whole run
+(``runs[].s3``) then say where the time goes: ``micro_batches`` (the change log's committed
+batches in that window), ``requests`` and ``requests_per_batch``, ``bytes_in`` (request bodies,
+uploaded) and ``bytes_out`` (answer bodies, downloaded), totals and per batch, and ``by_kind``:
+GET, HEAD, LIST, DELETE, COPY, PUT, PUT_IF_NONE_MATCH (a create-once: a Delta commit, a journal
+marker; status 412 = lost to an existing key), PUT_IF_MATCH, PUT_PART and POST_* (multipart,
+multi-key delete), each with its count and per-batch count, statuses, bytes, and ``mean_ms`` and
+``p99_ms``: the time at the relay from sending the request on to having the whole answer (the
+server's time on loopback, not the client's queueing); ``by_client`` (s3a or object_store, by
+User-Agent) and ``by_area`` (the lake's directory: current, changelog, _checkpoint, _pycanal,
+...: requests, and by kind). Latencies are those of S3Proxy on this machine's disk, not of AWS (tens of ms a request):
+the counts and bytes carry over, the times do not. ``--no-s3-relay`` is the control for the
+relay's own cost: the same run without it, and without the counts. ``file_create_us`` of a rate
+or minute is "n/a" on S3 (a local-disk probe).
+
 One JSON object goes to stdout, progress to stderr.
 
     .venv/bin/python bench/lake.py [--tables 200,20,2] [--rates 500,1000,2000,5000] [--seconds 20]
         [--backlog-rate 1500] [--backlog-seconds 30] [--rows 1000] [--minutes 0] [--skip-pmr]
-        [--apply-share 1.0] [--no-deletion-vectors] [--dir DIR] [--settle-s 360] [--keep]
+        [--apply-share 1.0] [--no-deletion-vectors] [--s3] [--dir DIR] [--settle-s 360] [--keep]
 
 The JSON's ``machine.file_create_us`` is the CPU a file creation takes in ``--dir``: each write
 of a current-state table creates two files, so it weighs on the apply; each rate's result has the
@@ -84,21 +106,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import oltp as oltp_bench  # noqa: E402
 import pipeline as pipeline_bench  # noqa: E402
+import s3count  # noqa: E402
 import servers  # noqa: E402
 from pycanal.spark.changelog import ChangeLog  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
+from pycanal.spark.delta.rs import delta_table  # noqa: E402
 from pycanal.spark.delta.tablestate import TableReader, read_rows, read_table  # noqa: E402
 from pycanal.spark.job import Pipeline, start_pipeline  # noqa: E402
 from pycanal.spark.maintenance import Maintenance  # noqa: E402
-from pycanal.spark.session import spark_session  # noqa: E402
+from pycanal.spark.session import lake_options, spark_session  # noqa: E402
+from pycanal.storage import LakePath, lake_path  # noqa: E402
 from pycanal.testing._process import free_port  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB  # noqa: E402
+from pycanal.testing.s3 import S3PROXY_VERSION, PrivateS3  # noqa: E402
 
 _T0 = time.monotonic()
 LUA = Path(__file__).resolve().parent / "lake.lua"
 
 
 DELETED = ".pycanal-lake-bench.deleted"  # when the last run deleted its directory (the module notes)
+BUCKET = "lake"  # --s3: the bucket of the private S3 server the lakes go in
+OWN_KINDS: dict[int, str] = {}  # pid -> kind for cpu_by_kind, where pipeline.processes' would mislead
 
 
 def log(msg: str) -> None:
@@ -114,9 +142,9 @@ class Marker:
     """A row updated every ``period`` s with its commit time (ms); a poller reads its
     current-state table and notes when each value is first seen."""
 
-    def __init__(self, db: PrivateMariaDB, schema: str, lake: Path, period: float = 0.1) -> None:
+    def __init__(self, db: PrivateMariaDB, schema: str, lake: LakePath, period: float = 0.1) -> None:
         self.db, self.schema, self.period = db, schema, period
-        self.path = str(table_path(lake, schema, "marker"))
+        self.path = table_path(lake, schema, "marker")
         self.committed: list[int] = []  # commit times, ms
         self.seen: dict[int, float] = {}  # value -> first seen, epoch s
         self.error = ""  # the poller's last error
@@ -227,15 +255,13 @@ def lua(
     }
 
 
-def equal(db: PrivateMariaDB, schema: str, lake: Path, names: list[str]) -> list[str]:
+def equal(db: PrivateMariaDB, schema: str, lake: LakePath, names: list[str]) -> list[str]:
     """The tables of ``names`` whose (rows, sum of v) differ between the lake and the source."""
-    from deltalake import DeltaTable
-
     bad = []
     for name in names:
         ((count, vsum),) = db.query(f"SELECT COUNT(*), COALESCE(SUM(v), 0) FROM `{schema}`.`{name}`")
         try:
-            data = read_rows(DeltaTable(str(table_path(lake, schema, name))), ["v"])
+            data = read_rows(delta_table(table_path(lake, schema, name)), ["v"])
             got = (data.num_rows, sum(v for v in data.column("v").to_pylist() if v is not None))
         except Exception:  # noqa: BLE001 - not there yet
             got = None
@@ -244,7 +270,7 @@ def equal(db: PrivateMariaDB, schema: str, lake: Path, names: list[str]) -> list
     return bad
 
 
-def wait_equal(db: PrivateMariaDB, schema: str, lake: Path, tables: int, timeout: float) -> float:
+def wait_equal(db: PrivateMariaDB, schema: str, lake: LakePath, tables: int, timeout: float) -> float:
     """Wait until every table equals its source (the writer has stopped: a table found equal
     stays so, and only the others are read again); the time it was seen (epoch s)."""
     deadline = time.monotonic() + timeout
@@ -282,8 +308,81 @@ def batch_stats(pipeline: Pipeline, since: float) -> dict[str, Any]:
     }
 
 
-def files_in(path: Path) -> int:
-    return sum(1 for _root, _dirs, names in os.walk(path) for n in names if n.endswith(".parquet"))
+def files_in(path: LakePath) -> int:
+    """The Parquet files under ``path`` (on S3: one listing of its keys, not a walk)."""
+    if path.is_local:
+        return sum(1 for _root, _dirs, names in os.walk(path.local) for n in names if n.endswith(".parquet"))
+    import obstore
+    from obstore.store import S3Store
+
+    bucket, _, key = path.uri.removeprefix("s3://").partition("/")
+    config = {k.lower(): v for k, v in path.storage_options.items()}
+    store = S3Store(bucket, config=config, client_options={"allow_http": True})
+    return sum(
+        1 for o in obstore.list(store, key.rstrip("/") + "/").collect() if o["path"].endswith(".parquet")
+    )
+
+
+def committed(lake: LakePath) -> int:
+    """The micro-batches the pipeline has committed to the change log."""
+    last = ChangeLog(lake).last_batch()
+    return 0 if last is None else last + 1
+
+
+class Lakes:
+    """Where each table count's lake goes: a directory in the run's (the default), or with ``--s3`` a
+    prefix of the bucket ``lake`` of a private S3 server (S3Proxy on loopback, its objects in the
+    run's directory). There the pipeline (its driver, JVM and executors, by the AWS_* settings put
+    in this process's environment before Spark starts) reaches the server through the counting
+    relay (``s3count``), and the bench's own reads (the checks, the marker's poller, the soak's
+    queries and listings) go to the server directly, uncounted."""
+
+    def __init__(self, tmp: Path, s3: bool, relay: bool = True) -> None:
+        self.tmp = tmp
+        self.server: PrivateS3 | None = None
+        self.counter: s3count.S3Counter | None = None
+        if not s3:
+            return
+        self.server = PrivateS3(base_dir=tmp, keep=True).start()  # its directory goes with the run's
+        self.server.create_bucket(BUCKET)
+        OWN_KINDS[self.server.pid or 0] = "s3_server"
+        endpoint = self.server.endpoint_url
+        if relay:
+            self.counter = s3count.S3Counter(self.server.endpoint_url, tmp / "s3count.log")
+            OWN_KINDS[self.counter.process.pid] = "s3_relay"
+            endpoint = self.counter.endpoint_url
+        for name in [k for k in os.environ if k.startswith("AWS_")]:
+            del os.environ[name]  # no profile, token or region of the user's beside the server's
+        os.environ.update(self.server.env() | {"AWS_ENDPOINT_URL": endpoint})
+        log(f"S3Proxy {S3PROXY_VERSION} at {self.server.endpoint_url}, the pipeline's requests to {endpoint}")
+
+    def lake(self, name: str) -> tuple[LakePath, LakePath]:
+        """The lake ``name``: the pipeline's path and the bench's."""
+        if self.server is None:
+            path = lake_path(self.tmp / name)
+            return path, path
+        uri = f"s3://{BUCKET}/{name}"
+        return lake_path(uri), lake_path(uri, {"AWS_ENDPOINT_URL": self.server.endpoint_url})
+
+    def spark_conf(self) -> dict[str, str]:
+        """The session settings the lakes need (``lake_options``: none on a local disk)."""
+        return lake_options(self.lake("any")[0])
+
+    def mark(self) -> int:
+        """The pipeline's requests so far (0 on a local disk)."""
+        return self.counter.mark() if self.counter is not None else 0
+
+    def requests(self, since: int, batches: int) -> dict[str, Any] | None:
+        """The pipeline's requests since ``mark`` gave ``since`` (None on a local disk), per micro-batch."""
+        if self.counter is None:
+            return None
+        return s3count.per_batch(self.counter.summary(since), batches)
+
+    def close(self) -> None:
+        if self.counter is not None:
+            self.counter.close()
+        if self.server is not None:
+            self.server.stop()
 
 
 def setup(db: PrivateMariaDB, schema: str, tables: int, rows: int) -> None:
@@ -298,7 +397,7 @@ def setup(db: PrivateMariaDB, schema: str, tables: int, rows: int) -> None:
 
 
 def run_tables(
-    args: argparse.Namespace, db: PrivateMariaDB, spark: Any, tmp: Path, tables: int, soak: bool
+    args: argparse.Namespace, db: PrivateMariaDB, spark: Any, tmp: Path, lakes: Lakes, tables: int, soak: bool
 ) -> dict[str, Any]:
     schema = f"lk{tables}"
     db.execute(f"CREATE DATABASE `{schema}`")
@@ -315,7 +414,8 @@ def run_tables(
     )
     (conf / "bench" / "instance.properties").write_text(text)
     server = servers.start_server(conf, port, tmp / f"server-{tables}.log")
-    lake = tmp / f"lake-{tables}"
+    lake, view = lakes.lake(f"lake-{tables}")  # the pipeline's and the bench's (on S3: uncounted)
+    started = lakes.mark()
     pipeline: Pipeline = start_pipeline(spark, lake, address=f"127.0.0.1:{port}", destination="bench",
                                         trigger=args.trigger, batch_size=args.batch_size,
                                         apply_threads=args.apply_threads, stage=not args.no_stage,
@@ -323,18 +423,19 @@ def run_tables(
                                         maintenance=Maintenance(compact_every=args.compact_every,
                                                                 checkpoint_every=args.compact_every,
                                                                 deletion_vectors=args.deletion_vectors))  # fmt: skip
-    marker = Marker(db, schema, lake)
+    marker = Marker(db, schema, view)
     out: dict[str, Any] = {"tables": tables}
     try:
         t0 = time.time()
         setup(db, schema, tables, args.rows)
-        wait_equal(db, schema, lake, tables, 600)
+        wait_equal(db, schema, view, tables, 600)
         log(f"{tables} tables x {args.rows:,} rows in the lake after {time.time() - t0:.1f} s")
         base = 10_000_000
         rates = []
         for rate in [] if soak else args.rates:
             base += 100_000_000
-            create_us = round(file_create_us(lake.parent))
+            create_us = round(file_create_us(tmp)) if lake.is_local else "n/a"
+            mark, batch0 = lakes.mark(), committed(view)
             marker.writing.set()
             since = int(time.time() * 1000)
             res = lua(db, schema, tables, args.rows, rate, args.seconds, base)
@@ -354,16 +455,20 @@ def run_tables(
                        after_writer_s=drained if isinstance(drained, str) else round(drained, 2),
                        **batch_stats(pipeline, since / 1000))  # fmt: skip
             res["sustained"] = res["txn_per_s"] >= 0.95 * rate and res["lag_p99_s"] < 5.0
-            wait_equal(db, schema, lake, tables, 600)
+            wait_equal(db, schema, view, tables, 600)
+            if (s3 := lakes.requests(mark, committed(view) - batch0)) is not None:
+                res["s3"] = s3
             log(f"{tables} tables at {rate:,} txn/s: {res}")
             rates.append(res)
         out["rates"] = rates
         ok = [r["txn_per_s"] for r in rates if r["sustained"]]
         out["highest_sustained_txn_per_s"] = max(ok) if ok else 0
         if soak:
-            out["soak"] = soak_run(args, db, schema, tables, lake, pipeline, marker)
+            out["soak"] = soak_run(args, db, schema, tables, view, lakes, pipeline, marker)
         elif args.backlog_seconds > 0:
-            out["backlog"] = backlog(args, db, schema, tables, lake, marker, base + 100_000_000)
+            out["backlog"] = backlog(args, db, schema, tables, view, lakes, marker, base + 100_000_000)
+        if (s3 := lakes.requests(started, committed(view))) is not None:
+            out["s3"] = s3  # the whole run: the rows loaded, the rates, the backlog or soak
     except Exception:
         log(f"failed; the pipeline then: {pipeline_state(pipeline, server)}")
         raise
@@ -390,9 +495,10 @@ def pipeline_state(pipeline: Pipeline, server: subprocess.Popen[bytes]) -> dict[
     }
 
 
-def backlog(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: int, lake: Path,
-            marker: Marker, base: int) -> dict[str, Any]:  # fmt: skip
+def backlog(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: int, lake: LakePath,
+            lakes: Lakes, marker: Marker, base: int) -> dict[str, Any]:  # fmt: skip
     runner = next(pid for pid, (kind, _) in pipeline_bench.processes().items() if kind == "source_runner")
+    mark, batch0 = lakes.mark(), committed(lake)
     db.execute("FLUSH BINARY LOGS")
     path = db.binlog_files()[-1]
     os.kill(runner, signal.SIGSTOP)
@@ -410,6 +516,8 @@ def backlog(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: i
     rows, txns = oltp_bench.count_file(path)
     res.update(rows=rows, catch_up_s=round(visible - resumed, 2), equal_after_s=round(equal_at - resumed, 2),
                lake_rows_per_s=round(rows / max(visible - resumed, 1e-3)))  # fmt: skip
+    if (s3 := lakes.requests(mark, committed(lake) - batch0)) is not None:
+        res["s3"] = s3
     if not args.skip_pmr:
         pmr = oltp_bench.pmr(db, path, rows)
         res["python_mysql_replication_rows_per_s"] = pmr["rows_per_s"]
@@ -418,15 +526,14 @@ def backlog(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: i
     return res
 
 
-def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: int, lake: Path,
-             pipeline: Pipeline, marker: Marker) -> list[dict[str, Any]]:  # fmt: skip
-    from deltalake import DeltaTable
-
+def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: int, lake: LakePath,
+             lakes: Lakes, pipeline: Pipeline, marker: Marker) -> list[dict[str, Any]]:  # fmt: skip
     minutes = []
     probe = SpeedProbe()
     for minute in range(1, args.minutes + 1):
         cpu0 = cpu_by_kind()
-        create_us = round(file_create_us(lake.parent))
+        create_us = round(file_create_us(lake.parent.local)) if lake.is_local else "n/a"
+        mark, batch0 = lakes.mark(), committed(lake)
         marker.writing.set()
         since = int(time.time() * 1000)
         # ids of a minute: 400M + 40M per minute + 10M per writer thread (INT holds 45 minutes)
@@ -442,7 +549,7 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
         queries, ours = [], []
         for _ in range(5):  # a query right after a checkpoint or before one differs: the median of 5
             t0 = time.perf_counter()
-            data = read_rows(DeltaTable(str(table_path(lake, schema, "lake1"))))
+            data = read_rows(delta_table(table_path(lake, schema, "lake1")))
             t1 = time.perf_counter()
             read_table(table_path(lake, schema, "lake1"))
             queries.append(t1 - t0)
@@ -455,11 +562,13 @@ def soak_run(args: argparse.Namespace, db: PrivateMariaDB, schema: str, tables: 
                "batches_per_apply": round(sum(r[2] for r in rounds) / len(rounds), 2) if rounds else None,
                "current_files": files_in(lake / "current"), "changelog_files": files_in(lake / "changelog"),
                "changelog_live_files": len(ChangeLog(lake).files()),
-               "lake1_log_entries": len(os.listdir(table_path(lake, schema, "lake1") / "_delta_log")),
+               "lake1_log_entries": len((table_path(lake, schema, "lake1") / "_delta_log").listdir()),
                "full_table_query_s": round(statistics.median(queries), 3),
                "read_table_s": round(statistics.median(ours), 4), "fresh_table_query_s": fresh,
                "lake1_rows": rows, "file_create_us": create_us, "cpu_probe_ms": speed,
                "cpu_s": {k: round(v - cpu0.get(k, 0), 1) for k, v in cpu1.items()}}  # fmt: skip
+        if (s3 := lakes.requests(mark, committed(lake) - batch0)) is not None:
+            row["s3"] = s3
         log(f"soak minute {minute}: {row}")
         minutes.append(row)
     marker.writing.clear()
@@ -501,7 +610,8 @@ def cpu_by_kind() -> dict[str, float]:
     by the whole machine in each of user, system, iowait and steal (a VM's neighbours: time the
     hypervisor gave to others, which slows every process here at once)."""
     out: dict[str, float] = {}
-    for kind, secs in pipeline_bench.processes().values():
+    for pid, (kind, secs) in pipeline_bench.processes().items():
+        kind = OWN_KINDS.get(pid, kind)
         out[kind] = out.get(kind, 0.0) + secs
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     tick = os.sysconf("SC_CLK_TCK")
@@ -510,23 +620,27 @@ def cpu_by_kind() -> dict[str, float]:
     return out
 
 
-def fresh_query_s(data: Any, where: Path) -> float:
-    """The same query on ``data`` written as a new one-commit Delta table: what the query costs on
-    a table of that size that has not been streamed into for minutes (the control for the soak's
-    full-table query, whose table grows)."""
-    from deltalake import DeltaTable, write_deltalake
+def fresh_query_s(data: Any, where: LakePath) -> float:
+    """The same query on ``data`` written as a new one-commit Delta table beside the lake: what the
+    query costs on a table of that size that has not been streamed into for minutes (the control
+    for the soak's full-table query, whose table grows). On S3 it stays (the bucket goes with the
+    run)."""
+    from deltalake import write_deltalake
 
-    path = Path(tempfile.mkdtemp(dir=where))
+    path = (
+        lake_path(tempfile.mkdtemp(dir=where.local)) if where.is_local else where / f"fresh-{time.time_ns()}"
+    )
     try:
-        write_deltalake(str(path), data)
+        write_deltalake(path.uri, data, storage_options=path.storage_options or None)
         times = []
         for _ in range(5):
             t0 = time.perf_counter()
-            DeltaTable(str(path)).to_pyarrow_table()
+            delta_table(path).to_pyarrow_table()
             times.append(time.perf_counter() - t0)
         return round(statistics.median(times), 3)
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        if path.is_local:
+            shutil.rmtree(path.local, ignore_errors=True)
 
 
 def file_create_us(where: Path, n: int = 200) -> float:
@@ -581,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-pmr", action="store_true")
     ap.add_argument("--deletion-vectors", action=argparse.BooleanOptionalAction,
                     default=Maintenance().deletion_vectors, help="the job's --deletion-vectors")  # fmt: skip
+    ap.add_argument("--s3", action="store_true", help="the lakes in a private S3 server's bucket (S3Proxy)")
+    ap.add_argument("--s3-relay", action=argparse.BooleanOptionalAction, default=True,
+                    help="--s3: the pipeline's requests through the counting relay (the control: without)")  # fmt: skip
     ap.add_argument("--dir", help="where the lake, Spark's files and MariaDB go (default: the temp dir)")
     ap.add_argument("--settle-s", type=float, default=360.0,
                     help="wait first until this long after the last run deleted its files here")  # fmt: skip
@@ -592,6 +709,7 @@ def main(argv: list[str] | None = None) -> int:
         counts = counts[:1]
     load_start = os.getloadavg()
     result: dict[str, Any] = {
+        "lake": f"s3 (S3Proxy {S3PROXY_VERSION}, loopback)" if args.s3 else "local disk",
         "deletion_vectors": args.deletion_vectors,
         "rows_per_table": args.rows,
         "runs": [],
@@ -609,12 +727,19 @@ def main(argv: list[str] | None = None) -> int:
             )
             with db:
                 log(f"MariaDB {db.version} on port {db.port}")
-                spark = spark_session(Path(tmp) / "spark-tmp", "pycanal-lake-bench")
+                lakes = Lakes(Path(tmp), args.s3, args.s3_relay)
                 try:
-                    for n in counts:
-                        result["runs"].append(run_tables(args, db, spark, Path(tmp), n, bool(args.minutes)))
+                    spark = spark_session(
+                        Path(tmp) / "spark-tmp", "pycanal-lake-bench", conf=lakes.spark_conf()
+                    )
+                    try:
+                        for n in counts:
+                            run = run_tables(args, db, spark, Path(tmp), lakes, n, bool(args.minutes))
+                            result["runs"].append(run)
+                    finally:
+                        spark.stop()
                 finally:
-                    spark.stop()
+                    lakes.close()
         failed = False
     finally:
         if args.keep or failed:
