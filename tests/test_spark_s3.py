@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from pipeline_helpers import await_exactly_once, commits, embedded_server, stop_job
@@ -146,12 +147,13 @@ def test_pipeline_on_s3_survives_a_driver_sigkill_exactly_once(
         ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, "error sending request"),
         ({"AWS_SECRET_ACCESS_KEY": "not-the-secret-0123456789"}, "s3://lake/bad"),
         ({}, "bucket 'no-such-bucket' does not exist"),
+        ({"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}, "no credentials: set AWS_ACCESS_KEY_ID"),
     ],
-    ids=["wrong endpoint", "wrong secret", "missing bucket"],
+    ids=["wrong endpoint", "wrong secret", "missing bucket", "no credentials"],
 )
 def test_a_bad_lake_is_one_line_naming_it(s3: PrivateS3, change: dict[str, str], says: str) -> None:
     uri = "s3://no-such-bucket/bad" if not change else "s3://lake/bad"
-    env = os.environ | s3.env() | change
+    env = {k: v for k, v in (os.environ | s3.env() | change).items() if v}
     done = subprocess.run(
         [sys.executable, "-m", "pycanal.cli", "pipeline", "--address", "127.0.0.1:11111", "--lake", uri],
         capture_output=True, text=True, timeout=120, env=env,
@@ -224,3 +226,91 @@ def test_the_same_changes_make_the_same_lake_on_s3_as_on_disk(
     assert "00000000000000000000.json" not in names  # expired past the newest checkpoint
     assert any(n.startswith("deletion_vector_") for n in table_path(remote, db, "big").listdir())
     assert not [n for n in (remote / "current" / db / "q").listdir() if n == "_pycanal_moving_to"]
+
+
+def test_a_bucket_without_write_access_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """A store that lets the keys read but not write (S3Proxy's read-only store): the pipeline stops
+    at its start with one line naming the lake, nothing made."""
+    with PrivateS3(properties={"s3proxy.read-only-blobstore": "true"}) as store:
+        assert store.data_dir is not None
+        (store.data_dir / "lake").mkdir()  # the bucket, made behind the server's back
+        done = subprocess.run(
+            [sys.executable, "-m", "pycanal.cli", "pipeline", "--address", "127.0.0.1:11111", "--lake", "s3://lake/ro"],
+            capture_output=True, text=True, timeout=120, env=os.environ | store.env(),
+        )  # fmt: skip
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+        assert lines[0].startswith("pycanal: error: --lake: s3://lake/ro/_pycanal/probe-"), lines[0]
+        assert store.secret_key not in done.stderr
+        assert list((store.data_dir / "lake").iterdir()) == []
+
+
+def test_pycanal_and_delta_rs_writing_one_s3_table_lose_no_commit(s3_env: dict[str, str]) -> None:
+    """pycanal's writer (upserts and deletes, copy-on-write) and delta-rs (appends of other keys,
+    and compaction rewriting pycanal's files) commit to one table in S3 at once: each commit is a
+    create-once ``PUT``, a lost race is read again and redone, and at the end the table holds
+    every change of both, with pycanal's last transaction id."""
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.exceptions import CommitFailedError
+
+    from pycanal.spark.cow import KeyedTable
+
+    schema = pa.schema([("id", pa.int32()), ("v", pa.int64())])
+    path = lake_path(f"s3://lake/two-writers-{uuid.uuid4().hex[:8]}") / "t"
+    write_deltalake(path.uri, schema.empty_table(), mode="error")
+    ours = KeyedTable(path, schema, ["id"], "app")
+    model: dict[int, int] = {}
+    theirs: dict[int, int] = {}
+    errors: list[BaseException] = []
+    compactions: list[int] = []
+    lost: list[int] = []
+    stop = threading.Event()
+
+    def other_writer() -> None:
+        k = 100_000
+        while not stop.is_set():
+            try:
+                rows = pa.table({"id": pa.array([k], pa.int32()), "v": pa.array([k], pa.int64())})
+                write_deltalake(path.uri, rows, mode="append")
+                theirs[k] = k
+                k += 1
+                if DeltaTable(path.uri).optimize.compact()["numFilesRemoved"]:
+                    compactions.append(k)
+            except CommitFailedError as exc:
+                lost.append(
+                    str(exc)[:80]
+                )  # lost a race to pycanal's commit: delta-rs' own conflict, tried again
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+                return
+
+    other = threading.Thread(target=other_writer)
+    other.start()
+    txn = 0
+    try:
+        # Until both have committed a good many times (delta-rs' first commit takes a while).
+        while txn < 30 or len(theirs) < 3 or not compactions:
+            txn += 1
+            assert txn <= 400 and not errors, (errors, len(theirs), compactions, lost)
+            # A window for the other writer: delta-rs refuses to commit over a concurrent removal of
+            # what it read (its serializable check: CommitFailedError, nothing written), so with
+            # no pause its appends and compactions never commit.
+            time.sleep(0.05 if txn % 4 else 0.3)
+            ups = {k: txn * 1000 + k for k in range(txn, txn + 20)}
+            dels = [txn - 1] if txn > 1 else []
+            model.update(ups)
+            for k in dels:
+                model.pop(k, None)
+            upserts = pa.table(
+                {"id": pa.array(list(ups), pa.int32()), "v": pa.array(list(ups.values()), pa.int64())}
+            )
+            deletes = pa.table({"id": pa.array(dels, pa.int32())})
+            assert ours.write(upserts, deletes, txn, {})
+    finally:
+        stop.set()
+        other.join(120)
+    assert errors == []
+    table = DeltaTable(path.uri)
+    got = dict(zip(*(table.to_pyarrow_table().column(c).to_pylist() for c in ("id", "v")), strict=True))
+    assert got == {**model, **theirs}
+    assert table.transaction_version("app") == txn

@@ -65,7 +65,7 @@ def lake_path(where: str | os.PathLike[str] | LakePath, options: Mapping[str, st
         text = urlsplit(text).path
     elif scheme:
         raise ValueError(f"{text!r}: a lake is a local path, file:// or s3:// (not {scheme}://)")
-    return LakePath(LocalRoot(), str(Path(text).resolve()))
+    return LakePath(LocalRoot(), os.path.abspath(text))  # no symlinks resolved: no syscall
 
 
 class LakePath:
@@ -208,7 +208,9 @@ class LakePath:
 
     @contextmanager
     def output_stream(self) -> Iterator[pa.NativeFile]:
-        """A stream for pyarrow's writers; the file appears whole when the block ends without an
-        error, and not at all otherwise."""
+        """A stream for pyarrow's writers, for a new file that nothing names until it is whole (a
+        data file a commit will name, a staged file): an error removes what was written. On S3
+        nothing appears before the block ends; locally a process killed meanwhile may leave part
+        of it, which nothing names (the vacuum removes a table's)."""
         with self._root.output_stream(self.key) as out:
             yield out

@@ -77,14 +77,20 @@ class LocalRoot:
 
     @contextmanager
     def output_stream(self, key: str) -> Iterator[pa.NativeFile]:
-        tmp = _temporary(key)
-        _create(tmp).close()  # its directory made, as S3 needs none
+        # Written in place, not renamed: a new file no one names until it is whole (a data file a
+        # commit will name, a staged file its task reports), and a table write creates one for
+        # every table a round touches (a temporary's extra open and rename cost the lake
+        # benchmark ~5% of its apply time).
         try:
-            with pa.OSFile(tmp, "wb") as out:
+            out = pa.OSFile(key, "wb")
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(key), exist_ok=True)  # as S3 needs no directory
+            out = pa.OSFile(key, "wb")
+        try:
+            with out:
                 yield out
-            os.replace(tmp, key)
         except BaseException:
-            _remove(tmp)
+            _remove(key)
             raise
 
 

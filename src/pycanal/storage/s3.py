@@ -21,6 +21,7 @@ T = TypeVar("T")
 
 # obstore reads these from the environment itself; given as options they are passed through.
 _CLIENT_KEYS = {"AWS_ALLOW_HTTP": "allow_http"}
+_IMDS = "169.254.169.254"  # EC2's instance metadata, where a client without keys asks for some
 _MOVING = "_pycanal_moving_to"  # an S3 directory's unfinished move: the destination's key
 
 
@@ -60,7 +61,17 @@ class S3Root:
         except errors.AlreadyExistsError:
             raise
         except (errors.BaseError, OSError, ValueError) as exc:
-            raise StorageError(f"{self.uri(key)}: {_reason(exc, self.options)}") from None
+            reason = _reason(exc, self.options)
+            if _IMDS in reason and not self._has_keys():  # the client's last resort, asked for keys
+                reason = (
+                    "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or run where a "
+                    f"web identity or an instance profile gives them); asking {_IMDS} said: {reason}"
+                )
+            raise StorageError(f"{self.uri(key)}: {reason}") from None
+
+    def _has_keys(self) -> bool:
+        given = {k.upper() for k in self.options}
+        return "AWS_ACCESS_KEY_ID" in given or bool(os.environ.get("AWS_ACCESS_KEY_ID"))
 
     def read(self, key: str) -> bytes:
         import obstore

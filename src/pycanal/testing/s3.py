@@ -250,6 +250,12 @@ class PrivateS3(PrivateServer):
         from botocore.exceptions import BotoCoreError, ClientError
 
         client = self.client(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=5)
+        if str(self.properties.get("s3proxy.read-only-blobstore", "")).lower() == "true":
+            try:  # a read-only store makes no bucket: listing them is its answer
+                client.list_buckets()
+            except (BotoCoreError, ClientError) as exc:
+                return f"listed no buckets ({exc})"
+            return None
         try:
             with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
                 client.create_bucket(Bucket=_READY_BUCKET)
