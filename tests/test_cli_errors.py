@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from binlog_fixtures import FIXTURES_DIR
+from pycanal.spark.canal_options import SIGNALS_MARK
 from pycanal.testing._process import free_port
 
 FIXTURES = FIXTURES_DIR
@@ -372,6 +373,7 @@ def tmp(tmp_path: Path, busy: socket.socket) -> Path:
     _conf(tmp_path / "busy-metrics", **{"canal.metrics.pull.port": port})
     (tmp_path / "lake-tcp" / "_pycanal").mkdir(parents=True)
     (tmp_path / "lake-snap" / "_pycanal" / "snapshot-requests").mkdir(parents=True)
+    (tmp_path / "lake-snap" / "_pycanal" / "snapshot-requests" / SIGNALS_MARK).touch()  # as a pipeline does
     (tmp_path / "cwd").mkdir()
     return tmp_path
 

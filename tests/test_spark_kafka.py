@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -188,10 +189,28 @@ def _pipeline(
 
 
 def _server(conf: Path, log: Path) -> subprocess.Popen:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [*PYCANAL, "server", "--conf", str(conf)], stdout=out, stderr=subprocess.STDOUT
-        )
+    """``pycanal server`` on ``conf``, up; a metrics port another process took since ``free_port``
+    chose it (the suite's other worker starts servers too) is chosen again."""
+    for _ in range(3):
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [*PYCANAL, "server", "--conf", str(conf)], stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and "event=server-started" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        if proc.poll() is None:
+            return proc
+        if (
+            "canal.metrics.pull.port" not in log.read_text()
+            or "Address already in use" not in log.read_text()
+        ):
+            break
+        props = conf / "canal.properties"
+        props.write_text(re.sub(r"(?m)^canal\.metrics\.pull\.port = \d+$",
+                                f"canal.metrics.pull.port = {free_port()}", props.read_text()))  # fmt: skip
+    raise AssertionError(f"the server did not start:\n{log.read_text()[-3000:]}")
 
 
 def _commits(lake: Path) -> int:

@@ -199,8 +199,9 @@ def snapshot(
 ) -> None:
     """Ask a running pipeline to snapshot tables again while it streams (a table newly added to
     its filter, or one to read afresh): taken at its next micro-batch."""
+    from pycanal.spark.canal_options import SIGNALS_MARK
     from pycanal.spark.job import snapshot_requests
-    from pycanal.spark.snapshot import SIGNALS_MARK, request_snapshot
+    from pycanal.spark.snapshot import request_snapshot
 
     root = checks.lake_dir("--lake", lake)
     requests = snapshot_requests(root)

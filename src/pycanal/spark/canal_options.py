@@ -16,6 +16,7 @@ from pycanal.storage import LakePath, lake_path
 
 __all__ = [
     "KAFKA_RECORDS_PER_BATCH",
+    "SIGNALS_MARK",
     "CanalOptions",
     "OptionError",
     "SnapshotOptions",
@@ -23,6 +24,11 @@ __all__ = [
     "kafka_options",
     "snapshot_options",
 ]
+
+
+SIGNALS_MARK = "_taken-here"
+"""The file a query that takes snapshot requests (``snapshotSignals``) puts in their directory: a
+request where none is is refused (and S3 has no empty directories)."""
 
 
 class OptionError(ValueError):

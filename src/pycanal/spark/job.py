@@ -29,10 +29,9 @@ from pycanal.heap import settle
 from pycanal.storage import LakePath, lake_path
 
 from .apply import ChangeApplier, stage_dir
-from .canal_options import OptionError, canal_options, kafka_options
+from .canal_options import SIGNALS_MARK, OptionError, canal_options, kafka_options
 from .maintenance import Maintenance
 from .session import DRIVER_JAVA_OPTIONS, checkpoint_logs, lake_options, spark_session
-from .snapshot import SIGNALS_MARK
 
 __all__ = [
     "Pipeline",

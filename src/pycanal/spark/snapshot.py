@@ -55,13 +55,12 @@ from pycanal.snapshot.reader import ChunkRead, connect
 from pycanal.snapshot.window import ChunkColumns, Source, read_chunk_window
 from pycanal.storage import LakePath, lake_path
 
-from .canal_options import SnapshotOptions
+from .canal_options import SIGNALS_MARK, SnapshotOptions
 from .rows import RowPosition
 from .snapshot_rows import SnapshotRows
 from .stage import stage_rows
 
 __all__ = [
-    "SIGNALS_MARK",
     "SnapshotPartition",
     "SnapshotPlanner",
     "commit_signals",
@@ -71,10 +70,6 @@ __all__ = [
     "snapshot_partitions",
     "snapshot_step",
 ]
-
-
-SIGNALS_MARK = "_taken-here"
-"""The file a query that takes snapshot requests puts in their directory (S3 has no empty ones)."""
 
 
 def request_snapshot(signals: str | Path | LakePath, tables: list[str]) -> LakePath:
