@@ -19,7 +19,7 @@ _SERVER_FIXTURES = {"mariadb", "mariadb_minimal", "mariadb_factory"}
 # so a long file started last does not leave one worker running alone at the end.
 _SLOW_FIRST = [
     "test_spark_restart_backlog.py", "test_spark_snapshot_e2e.py", "test_spark_kafka.py", "test_spark_mixed_writers.py",
-    "test_cli.py", "test_spark_pipeline_e2e.py", "test_spark_s3.py", "test_event_parser.py", "test_mq_kafka.py",
+    "test_cli.py", "test_spark_s3.py", "test_spark_cluster_hosts.py", "test_event_parser.py", "test_mq_kafka.py",
     "test_spark_delta.py", "test_mq_kafka_split.py", "test_canal_reference.py", "test_spark_tables_by_spark.py",
     "test_spark_dv.py", "test_spark_apply.py", "test_kafka_fixture.py", "test_s3_fixture.py", "test_spark_jvm.py",
     "test_spark_canal_source.py", "test_spark_binlog_source.py", "test_mq_kafka_canal.py", "test_mq_kafka_auth.py",

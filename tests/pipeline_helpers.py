@@ -1,6 +1,6 @@
 """What the end-to-end pipeline tests share: an embedded Canal server on a private MariaDB,
-stopping a job's whole process group (Python driver, JVM, workers), and waiting for a lake (on
-disk or in S3) to hold every row change of the binlog exactly once."""
+stopping a job's whole process group (Python driver, JVM, workers), the binlog's row changes, and
+waiting for a lake (on disk or in S3) to hold each of them exactly once."""
 
 from __future__ import annotations
 
@@ -13,21 +13,29 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from pycanal.binlog.reader import read_events
 from pycanal.instance import CanalInstance
 from pycanal.meta import MemoryMetaManager
+from pycanal.parse.filter import TableFilter
 from pycanal.protocol.position import EntryPosition
 from pycanal.server import CanalServerWithEmbedded
 from pycanal.server.tcp import CanalTcpServer
 from pycanal.spark.apply import applied_batch_ids
 from pycanal.spark.changelog import ChangeLog
+from pycanal.spark.event_rows import EventRows
 from pycanal.storage import LakePath
 from pycanal.testing import PrivateMariaDB
 
 
 def embedded_server(
-    db: PrivateMariaDB, destination: str, start: tuple[str, int], filter_regex: str | None = None
+    db: PrivateMariaDB,
+    destination: str,
+    start: tuple[str, int],
+    filter_regex: str | None = None,
+    host: str = "127.0.0.1",
 ) -> tuple[CanalServerWithEmbedded, Any]:
-    """A server with one destination reading ``db`` from ``start``, and its TCP side (``.port``)."""
+    """A server with one destination reading ``db`` from ``start``, and its TCP side (``.port``)
+    listening on ``host``."""
     server = CanalServerWithEmbedded()
     parser: dict[str, Any] = {
         "master_address": (db.host, db.port),
@@ -40,7 +48,7 @@ def embedded_server(
     server.add_instance(
         CanalInstance(destination, parser, store={"buffer_size": 16384}, meta_manager=MemoryMetaManager())
     )
-    return server, CanalTcpServer(server).start()
+    return server, CanalTcpServer(server, host=host).start()
 
 
 def stop_job(job: subprocess.Popen) -> None:
@@ -84,3 +92,19 @@ def await_exactly_once(
     while applied_batch_ids(lake)[-1:] != [ChangeLog(lake).last_batch()]:
         assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
         time.sleep(0.3)
+
+
+def binlog_positions(db: PrivateMariaDB, start: tuple[str, int], tables: str = "shop\\..*") -> list[tuple]:
+    """Every row change of ``tables`` in ``db``'s binlog from ``start``: (op, file, offset, row)."""
+    db.flush_binary_logs()
+    names = [p.name for p in db.binlog_files()]
+    files = [db.binlog_dir / n for n in names[names.index(start[0]) : -1]]
+
+    def events():
+        for path in files:
+            yield from read_events(path, start_position=start[1] if path.name == start[0] else None)
+
+    return [
+        (r.op, r.position.file, r.position.offset, r.position.row)
+        for r in EventRows(accepts=TableFilter(tables)).rows(events())
+    ]

@@ -295,6 +295,19 @@ CASES: list[tuple[list[str], str, int]] = [
         "--master 'spark://m:70000': a port from 1 to 65535",
         2,
     ),
+    (  # the driver's address is the one on the route to the master: none, no address to give
+        [
+            "pipeline",
+            "--lake",
+            "{tmp}/lake",
+            "--address",
+            REFUSED,
+            "--master",
+            "spark://no-such.invalid:7077",
+        ],
+        "--master 'spark://no-such.invalid:7077': no route from this host to the master no-such.invalid:7077",
+        2,
+    ),
     (
         ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--master", "yarn"],
         "--master 'yarn': needs HADOOP_CONF_DIR or YARN_CONF_DIR",

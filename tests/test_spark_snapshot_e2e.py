@@ -351,4 +351,5 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(
             stop_job(second)
         tcp.stop()
         server.stop()
+        print(s3.logs(200))  # shown when the test fails (a store that stopped answering once)
         s3.stop()

@@ -43,6 +43,9 @@ def test_create_once_read_replace_list_delete(root: LakePath) -> None:
     pointer.write_text('{"version": 0}')
     pointer.write_text('{"version": 10}')  # replaced whole
     assert pointer.read_text() == '{"version": 10}'
+    assert [pointer.read_range(*r) for r in ((1, 7), (12, 10), (15, 4), (40, 2))] == [
+        b'"versio', b"10}", b"", b"",  # a range running past the end: the bytes there are
+    ]  # fmt: skip
     (root / "a" / "b.parquet").parent.mkdir()
     (root / "a" / "b.parquet").write_bytes(b"x")
     assert sorted(root.listdir()) == ["_delta_log", "a"]
@@ -52,8 +55,9 @@ def test_create_once_read_replace_list_delete(root: LakePath) -> None:
     first.unlink()
     first.unlink()  # already gone: fine
     assert not first.exists()
-    with pytest.raises(FileNotFoundError):
-        first.read_bytes()
+    for read in (first.read_bytes, lambda: first.read_range(0, 3)):
+        with pytest.raises(FileNotFoundError):
+            read()
     assert (log / "_last_checkpoint").relative_to(root) == "_delta_log/_last_checkpoint"
 
 
@@ -89,6 +93,24 @@ def test_parquet_through_streams(root: LakePath) -> None:
         out.write(b"PAR1")
         raise RuntimeError("the writer died")
     assert not (root / "torn.parquet").exists()  # nothing half-written under the name
+
+
+def test_the_environment_of_the_moment_is_used(s3: PrivateS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lake without options takes the AWS_* environment as it is at the request: another store's
+    settings set in the same process (the next test's server) are not answered by the last one's
+    client."""
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    lake_path("s3://lake/env/x").write_bytes(b"first")
+    with PrivateS3() as other:
+        other.create_bucket("lake")
+        for key, value in other.env().items():
+            monkeypatch.setenv(key, value)
+        assert not lake_path("s3://lake/env/x").exists()
+        lake_path("s3://lake/env/x").write_bytes(b"second")
+    for key, value in s3.env().items():
+        monkeypatch.setenv(key, value)
+    assert lake_path("s3://lake/env/x").read_bytes() == b"first"
 
 
 def test_uris_and_pickling(s3: PrivateS3, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import sys
 from collections.abc import Mapping
 from importlib.util import find_spec
@@ -36,6 +37,7 @@ __all__ = [
     "cache_dir",
     "check_java_options",
     "check_master",
+    "driver_address",
     "checkpoint_logs",
     "class_archive",
     "delta_options",
@@ -332,6 +334,30 @@ def check_master(master: str | None) -> None:
         raise ValueError(
             "needs HADOOP_CONF_DIR or YARN_CONF_DIR in the environment (the cluster's configuration)"
         )
+    driver_address(master)  # a master this host has no route to
+
+
+def driver_address(master: str | None) -> str | None:
+    """The address the driver binds and gives its executors (``SPARK_LOCAL_IP``, where the
+    environment sets none): loopback for ``local[N]``; for ``spark://HOST:PORT``, this host's
+    address on the route to the (first) master, the one its workers reach back -- Spark's own
+    choice is the host name's address, 127.0.1.1 where /etc/hosts maps it so (Debian's), which no
+    other host reaches. None (Spark's choice) for yarn, k8s and under spark-submit. ValueError for
+    a master with no route from here."""
+    if not master or master.startswith(("yarn", "k8s://")):
+        return None
+    if not master.startswith("spark://"):
+        return "127.0.0.1"
+    host, _, port = master.removeprefix("spark://").split(",")[0].rpartition(":")
+    try:  # a datagram socket's connect only picks the route and the source address: nothing is sent
+        family, _, _, _, where = socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_DGRAM)[0]
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect(where)
+            return str(probe.getsockname()[0])
+    except OSError as exc:
+        raise ValueError(
+            f"no route from this host to the master {host}:{port} ({exc.strerror or exc})"
+        ) from None
 
 
 def check_java_options(flags: str) -> None:
@@ -374,7 +400,9 @@ def spark_session(
     check_java_options(java_options)
     if class_archive is not None and "SharedArchiveFile" not in java_options:
         java_options = f"{java_options} {archive_options(class_archive)}".strip()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    address = driver_address(master)
+    if address is not None:
+        os.environ.setdefault("SPARK_LOCAL_IP", address)
     os.environ["PYSPARK_PYTHON"] = spark_python()  # this venv (pyarrow, pycanal), pyspark not from its zip
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession

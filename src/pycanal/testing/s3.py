@@ -73,6 +73,8 @@ class PrivateS3(PrivateServer):
 
     Parameters:
         region: the region clients sign for (S3Proxy takes any; clients need one).
+        host: the address it listens on (another host's tests: the root namespace's address on a
+            :class:`~pycanal.testing.netns.PrivateNetwork`).
         heap_mb: the JVM's ``-Xmx``.
         properties: more S3Proxy properties (last wins), e.g. ``{"s3proxy.max-single-part-object-size": 1 << 20}``.
         keep, startup_timeout, base_dir, die_with_parent: see
@@ -87,7 +89,8 @@ class PrivateS3(PrivateServer):
         self,
         *,
         region: str = "us-east-1",
-        heap_mb: int = 256,
+        host: str = "127.0.0.1",
+        heap_mb: int = 512,
         properties: dict[str, object] | None = None,
         keep: bool = False,
         startup_timeout: float = 60.0,
@@ -98,6 +101,7 @@ class PrivateS3(PrivateServer):
             keep=keep, startup_timeout=startup_timeout, base_dir=base_dir, die_with_parent=die_with_parent
         )
         self.region = region
+        self.host = host
         self.heap_mb = heap_mb
         self.properties = dict(properties or {})
         # S3Proxy compares the signature's key id and secret with these; anything printable will do.
