@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from pycanal.binlog.reader import read_events
+from pycanal.demo import SCHEMA, Workload
 from pycanal.instance import CanalInstance
 from pycanal.meta import MemoryMetaManager
 from pycanal.parse.filter import TableFilter
@@ -108,3 +110,30 @@ def binlog_positions(db: PrivateMariaDB, start: tuple[str, int], tables: str = "
         (r.op, r.position.file, r.position.offset, r.position.row)
         for r in EventRows(accepts=TableFilter(tables)).rows(events())
     ]
+
+
+def shop_under_way(
+    db: PrivateMariaDB,
+    lake: Path | LakePath,
+    job: subprocess.Popen,
+    log: Path,
+    seconds: float,
+    timeout: float,
+) -> tuple[Workload, threading.Thread]:
+    """The shop's tables made and, once ``job`` committed a micro-batch, the demo's workload writing
+    for ``seconds`` in a thread; back when a few batches are in, or ``seconds``/3 later however slow
+    the batches come, so that what a test does next happens mid-workload."""
+    for ddl in SCHEMA:
+        db.execute(ddl)
+    deadline = time.monotonic() + timeout
+    while commits(lake) < 1:
+        assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.3)
+    work = Workload(db, seconds=seconds)
+    writer = threading.Thread(target=work.run)
+    writer.start()
+    began = time.monotonic()
+    while commits(lake) < 3 and time.monotonic() - began < seconds / 3:
+        assert job.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.3)
+    return work, writer

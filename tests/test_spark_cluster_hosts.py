@@ -22,8 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_helpers import await_exactly_once, binlog_positions, commits, embedded_server, stop_job
-from pycanal.demo import SCHEMA, TABLES, Workload
+from pipeline_helpers import (
+    await_exactly_once,
+    binlog_positions,
+    commits,
+    embedded_server,
+    shop_under_way,
+    stop_job,
+)
+from pycanal.demo import TABLES
 from pycanal.spark.check import compare_table
 from pycanal.storage import lake_path
 from pycanal.testing import PrivateMariaDB
@@ -85,19 +92,8 @@ def test_pipeline_on_hosts_survives_losing_the_worker(
                         s3.env() | {"PYCANAL_CACHE_DIR": str(tmp_path / "no-archive")})  # fmt: skip
         writer: threading.Thread | None = None
         try:
-            for ddl in SCHEMA:
-                db.execute(ddl)
+            work, writer = shop_under_way(db, lake, job, log, seconds=24, timeout=240)
             deadline = time.monotonic() + 240
-            while commits(lake) < 1:
-                assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
-                time.sleep(0.3)
-            work = Workload(db, seconds=20)
-            writer = threading.Thread(target=work.run)
-            writer.start()
-            began = time.monotonic()
-            while commits(lake) < 3 and time.monotonic() - began < 8:  # mid-stream, however slow
-                assert job.poll() is None, log.read_text()[-3000:]
-                time.sleep(0.3)
             first_host.kill()  # the worker, its executor and their Python workers: the host is lost
             lost_at = commits(lake)
             second_dir = cluster.start_worker(net.host("worker2"))

@@ -21,8 +21,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipeline_helpers import await_exactly_once, binlog_positions, commits, embedded_server, stop_job
-from pycanal.demo import SCHEMA, TABLES, Workload
+from pipeline_helpers import await_exactly_once, binlog_positions, embedded_server, shop_under_way, stop_job
+from pycanal.demo import TABLES
 from pycanal.spark.apply import ChangeApplier
 from pycanal.spark.check import compare_table
 from pycanal.spark.current import table_path
@@ -93,19 +93,7 @@ def test_pipeline_on_s3_survives_a_driver_sigkill_exactly_once(
     log = tmp_path / "job.log"
     job = start_job(uri, tcp.port, log, s3_env)
     try:
-        for ddl in SCHEMA:
-            db.execute(ddl)
-        deadline = time.monotonic() + 180
-        while commits(lake) < 1:
-            assert time.monotonic() < deadline and job.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.3)
-        work = Workload(db, seconds=15)
-        writer = threading.Thread(target=work.run)
-        writer.start()
-        began = time.monotonic()
-        while commits(lake) < 3 and time.monotonic() - began < 7:  # mid-workload, however slow
-            assert job.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.3)
+        work, writer = shop_under_way(db, lake, job, log, seconds=18, timeout=180)
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
         time.sleep(1)
