@@ -20,6 +20,10 @@ import sys
 from pycanal.spark.session import spark_session
 spark = spark_session(sys.argv[1], master="local[1]", java_options=sys.argv[2], class_archive=sys.argv[3])
 assert spark.range(1000).selectExpr("id % 3 AS m").groupBy("m").count().count() == 3
+# the driver's address went to the JVM it started, and no further: a session made later in this
+# process (another master) chooses its own
+import os
+assert spark._jvm.System.getenv("SPARK_LOCAL_IP") == "127.0.0.1" and "SPARK_LOCAL_IP" not in os.environ
 spark.stop()
 """
 
@@ -37,6 +41,7 @@ def _session(tmp_path: Path, archive: Path) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"},
     )
 
 

@@ -401,8 +401,9 @@ def spark_session(
     if class_archive is not None and "SharedArchiveFile" not in java_options:
         java_options = f"{java_options} {archive_options(class_archive)}".strip()
     address = driver_address(master)
-    if address is not None:
-        os.environ.setdefault("SPARK_LOCAL_IP", address)
+    chosen = address is not None and "SPARK_LOCAL_IP" not in os.environ
+    if chosen:  # for the JVM this call starts; a session made later in this process chooses anew
+        os.environ["SPARK_LOCAL_IP"] = str(address)
     os.environ["PYSPARK_PYTHON"] = spark_python()  # this venv (pyarrow, pycanal), pyspark not from its zip
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -411,20 +412,24 @@ def spark_session(
 
     Path(local_dir).mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
-    spark = (
-        builder.appName(app)
-        .config("spark.driver.memory", "2g")
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.local.dir", str(local_dir))
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config(map=delta_options())
-        .config(map=local_options(master))
-        .config(map=dict(conf or {}))
-        .getOrCreate()
-    )
+    try:
+        spark = (
+            builder.appName(app)
+            .config("spark.driver.memory", "2g")
+            .config("spark.driver.extraJavaOptions", java_options)
+            .config("spark.local.dir", str(local_dir))
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config(map=delta_options())
+            .config(map=local_options(master))
+            .config(map=dict(conf or {}))
+            .getOrCreate()
+        )
+    finally:
+        if chosen:
+            del os.environ["SPARK_LOCAL_IP"]
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
