@@ -251,7 +251,7 @@ def test_pycanal_and_delta_rs_writing_one_s3_table_lose_no_commit(s3_env: dict[s
     theirs: dict[int, int] = {}
     errors: list[BaseException] = []
     compactions: list[int] = []
-    lost: list[int] = []
+    lost: list[str] = []
     stop = threading.Event()
 
     def other_writer() -> None:
@@ -264,10 +264,8 @@ def test_pycanal_and_delta_rs_writing_one_s3_table_lose_no_commit(s3_env: dict[s
                 k += 1
                 if DeltaTable(path.uri).optimize.compact()["numFilesRemoved"]:
                     compactions.append(k)
-            except CommitFailedError as exc:
-                lost.append(
-                    str(exc)[:80]
-                )  # lost a race to pycanal's commit: delta-rs' own conflict, tried again
+            except CommitFailedError as exc:  # lost a race to pycanal's commit: tried again
+                lost.append(str(exc)[:80])
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
                 return

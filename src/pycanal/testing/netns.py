@@ -136,12 +136,11 @@ def _ip(*args: str) -> str:
 
 def _free_subnet() -> ipaddress.IPv4Network:
     """A 10.x.y.0/24 that overlaps no address of the machine's interfaces."""
-    used = [
-        ipaddress.ip_interface(word).network
-        for line in _ip("-4", "-o", "addr").splitlines()
-        for i, word in enumerate(line.split())
-        if i > 0 and line.split()[i - 1] == "inet"
-    ]
+    used = []
+    for line in _ip("-4", "-o", "addr").splitlines():  # "2: eth0    inet 10.0.0.5/24 brd ..."
+        words = line.split()
+        if "inet" in words:
+            used.append(ipaddress.ip_interface(words[words.index("inet") + 1]).network)
     for _ in range(100):
         net = ipaddress.ip_network(f"10.{random.randrange(100, 250)}.{random.randrange(256)}.0/24")
         if not any(net.overlaps(u) for u in used):
