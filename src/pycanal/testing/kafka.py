@@ -291,17 +291,11 @@ class PrivateKafka(PrivateServer):
             )
         )
         try:
-            meta = consumer.list_topics(topic, timeout=10).topics[topic]
-            if meta.error is not None:
-                raise KeyError(f"topic {topic!r}: {meta.error}")
-            ends = {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                for p in meta.partitions
-            }
+            deadline = time.monotonic() + timeout
+            ends = self._watermarks(consumer, topic, deadline)
             todo = {p for p, (low, high) in ends.items() if high > low}
             consumer.assign([TopicPartition(topic, p, ends[p][0]) for p in sorted(todo)])
             out: dict[int, list[KafkaRecord]] = {p: [] for p in ends}
-            deadline = time.monotonic() + timeout
             while todo:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"reading {topic!r}: partitions {sorted(todo)} not read to the end")
@@ -328,6 +322,35 @@ class PrivateKafka(PrivateServer):
         self._restart(kill, lambda: self._launch_and_wait(fresh=False))
 
     # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _watermarks(consumer: Any, topic: str, deadline: float) -> dict[int, tuple[int, int]]:
+        """Each partition's (low, high) offsets. While a partition has no leader yet (right after
+        the topic is created or auto-created) the broker's answer is asked again until
+        ``deadline``; librdkafka does not flag those errors retriable here."""
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+        electing = {
+            KafkaError.NOT_LEADER_FOR_PARTITION,
+            KafkaError.LEADER_NOT_AVAILABLE,
+            KafkaError._TIMED_OUT,
+        }
+        while True:
+            try:
+                meta = consumer.list_topics(topic, timeout=10).topics[topic]
+                if meta.error is None:
+                    return {
+                        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                        for p in meta.partitions
+                    }
+                error = meta.error
+            except KafkaException as exc:
+                error = exc.args[0]
+            if error.code() not in electing:
+                raise KeyError(f"topic {topic!r}: {error}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic!r}: {error}")
+            time.sleep(0.2)
+
     def _acls(
         self,
         allow: bool,
