@@ -265,6 +265,7 @@ class Drainer:
         entry's arrival)."""
         n = ends = 0
         first = t0
+        arrived: float | None = None  # the first entry's arrival: start-up apart from the drain
         cpu0 = time.process_time()
         quiet = time.monotonic() + 120
         while n < rows or ends < txns:
@@ -284,6 +285,8 @@ class Drainer:
                 # the file before it (seen on MariaDB 10.11, with the parallel parser on and off).
                 if first is None:
                     first = at
+                if arrived is None:
+                    arrived = at
                 if entry.entryType == pb.TRANSACTIONEND:
                     ends += 1
                     continue
@@ -304,4 +307,5 @@ class Drainer:
                 f"{file}: {n:,} rows / {ends:,} transactions delivered, expected {rows:,} / {txns:,}"
             )
         return {"wall_s": round(wall, 3), "rows_per_s": round(rows / wall), "txn_per_s": round(txns / wall),
+                "first_entry_s": round((arrived or first or 0.0) - (first or 0.0), 3),
                 "client_cpu_s": round(time.process_time() - cpu0, 3)}  # fmt: skip
