@@ -135,6 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, default=5_000, help="rows/s of the latency phase")
     ap.add_argument("--skip-pmr", action="store_true")
     ap.add_argument("--skip-canal", action="store_true", help="no Canal 1.1.7 column")
+    ap.add_argument(
+        "--pycanal-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an instance setting of pycanal's measured destination (tuning; default: none)",
+    )
     args = ap.parse_args(argv)
     load_start = os.getloadavg()
     result: dict[str, Any] = {}
@@ -158,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                 table = f"{LAT_TABLE}_{name}"  # the latency table of its own
                 bench = servers.Feed(db, (path.name, 4), f"{decode_bench.TABLE}|{table}")
                 server = (
-                    servers.pycanal_server(bench, warm_feed, Path(tmp))
+                    servers.pycanal_server(
+                        bench, warm_feed, Path(tmp), "".join(f"{kv}\n" for kv in args.pycanal_conf)
+                    )
                     if name == "pycanal"
                     else servers.canal_server(bench, warm_feed)
                 )
@@ -187,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         "both servers: Canal's default canal.properties (16384-slot MEMSIZE store, filter.query.dml off, "
         "parallel parser); Canal 1.1.7 with startup.sh's G1 and heap " + " ".join(servers.CANAL_HEAP)
     )
+    if args.pycanal_conf:
+        result["settings"] += "; pycanal tuned: " + ", ".join(args.pycanal_conf)
     result["machine"] = {
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
