@@ -239,11 +239,16 @@ class KafkaSender:
                 )
             time.sleep(0.2)  # an auto-created topic appears within a moment
 
-    def send(self, records: Sequence[Record], mark: BatchMark | None = None) -> None:
-        """Send every record and return once the broker acknowledged each; raise :class:`SendError`
-        otherwise (then whatever is still queued is purged, never sent later behind a resend).
+    def send(self, records: Sequence[Record], mark: BatchMark | None = None) -> Callable[[], None] | None:
+        """Hand every record to the client and return the waiter that returns once the broker
+        acknowledged each, raising :class:`SendError` otherwise (then whatever is still queued is
+        purged, never sent later behind a resend). The waiter is called before the next send.
         A record's own headers (the parts of a split one) go with it; ``mark`` goes as the
         :data:`~pycanal.mq.mark.MARK_HEADER` header on the last record of each partition."""
+        return self._hand_over(records, mark)
+
+    def _hand_over(self, records: Sequence[Record], mark: BatchMark | None) -> Callable[[], None]:
+        """:meth:`send`'s work: the records queued in the client, and their waiter."""
         for topic in dict.fromkeys(r.topic for r in records):
             count = self.partitions(topic)
             bad = next((r.partition for r in records if r.topic == topic and r.partition >= count), None)
@@ -288,7 +293,6 @@ class KafkaSender:
                 producer.poll(0)
                 if failures:
                     break
-            remaining = self._flush(records[0].topic if records else None) if not failures else len(producer)
         except KafkaException as exc:  # produce() refused: a fatal state (an idempotent producer)
             self._discard()
             topic = records[0].topic if records else None
@@ -296,17 +300,30 @@ class KafkaSender:
         except Exception:
             self._discard()
             raise
-        if failures or remaining or delivered != len(records):
-            self._discard()
-            if failures:
-                err, msg = failures[0]
-                where = f"topic {msg.topic()!r} partition {msg.partition()}"
-                raise self._failure(f"{where}: ", err, msg.topic())
-            raise SendError(
-                f"{remaining} of {len(records)} records not delivered to {self.bootstrap_servers} "
-                f"within {self.delivery_timeout + 5.0:g}s",
-                records[0].topic if records else None,
-            )
+
+        def delivery() -> None:
+            topic = records[0].topic if records else None
+            try:
+                remaining = self._flush(topic) if not failures else len(producer)
+            except KafkaException as exc:
+                self._discard()
+                raise self._failure("", exc.args[0], topic) from None
+            except Exception:
+                self._discard()
+                raise
+            if failures or remaining or delivered != len(records):
+                self._discard()
+                if failures:
+                    err, msg = failures[0]
+                    where = f"topic {msg.topic()!r} partition {msg.partition()}"
+                    raise self._failure(f"{where}: ", err, msg.topic())
+                raise SendError(
+                    f"{remaining} of {len(records)} records not delivered to {self.bootstrap_servers} "
+                    f"within {self.delivery_timeout + 5.0:g}s",
+                    topic,
+                )
+
+        return delivery
 
     def _flush(self, topic: str | None) -> int:
         """Wait for the delivery reports, in short slices so that :meth:`abort` is noticed; the
@@ -443,7 +460,7 @@ class TransactionalKafkaSender(KafkaSender):
             raise self._error("beginning a transaction", exc.args[0], topic) from None
         self._open = True
         try:
-            super().send(records, mark)
+            self._hand_over(records, mark)()
             self._transact(
                 "committing the transaction", self._producer.commit_transaction, self.delivery_timeout, topic
             )
