@@ -4,8 +4,8 @@
   the broker holds, also inside one binlog event's entries split over batches; another source's
   entries are never dropped. ``routes_to`` finds the topics a destination writes.
 * A real broker: a second producer with the same transactional id reads back the first one's
-  committed mark and fences it (a fatal SendError); a worker whose sender fails fatally stops with
-  one line naming the destination, its batch not acked.
+  committed mark and fences it (a fatal SendError); the worker that stops on it with one line is
+  tests/test_mq_starter.py's.
 * ``pycanal server`` against the private MariaDB and broker, killed with -9 three times while rows
   are written (at an arbitrary moment, frozen inside an open transaction, and replaying right after
   a restart): a read_committed consumer reads every row change once, in binlog order in each
@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import signal
@@ -37,15 +36,13 @@ from mq_kafka_support import (  # noqa: F401
     wait_for,
     write_conf,
 )
-from pycanal.mq import MQDestination, MQOptions
+from pycanal.mq import MQDestination
 from pycanal.mq.kafka_config import producer_config
 from pycanal.mq.mark import MARK_HEADER, BatchMark, MarkTracker
 from pycanal.mq.producer import SendError, TransactionalKafkaSender
 from pycanal.mq.records import Record, routes_to
-from pycanal.mq.starter import MQStarter
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.protocol.position import binlog_file_order
-from pycanal.server.embedded import Message
 from pycanal.testing import PrivateMariaDB
 from pycanal.testing.kafka import PrivateKafka
 
@@ -149,69 +146,6 @@ def test_a_second_producer_fences_the_first(kafka: PrivateKafka) -> None:
         first,
         replace(first, seq=2, offset=8),
     ]
-
-
-class _OneBatch:
-    """An MQServer with one batch of one row change, never acked by a fenced worker."""
-
-    def __init__(self) -> None:
-        change = pb.RowChange(eventType=pb.INSERT)
-        change.rowDatas.add().afterColumns.add(name="id", value="1", isKey=True)
-        entry = pb.Entry(entryType=pb.ROWDATA, storeValue=change.SerializeToString())
-        entry.header.schemaName, entry.header.tableName, entry.header.eventType = "db", "t", pb.INSERT
-        self.entry = entry.SerializeToString()
-        self.acked: list[int] = []
-        self.rolled_back: list[int | None] = []
-
-    def is_start(self, destination: str | None = None) -> bool:
-        return True
-
-    def subscribe(self, client: Any) -> None:
-        pass
-
-    def get_without_ack(
-        self, client: Any, batch_size: int, timeout: float | None = None, unit: Any = None
-    ) -> Any:
-        if self.rolled_back or self.acked:  # one batch, then nothing more
-            return Message(-1, [], True)
-        self.gets = getattr(self, "gets", 0) + 1
-        return Message(7, [self.entry], True) if self.gets == 1 else Message(-1, [], True)
-
-    def ack(self, client: Any, batch_id: int) -> None:
-        self.acked.append(batch_id)
-
-    def rollback(self, client: Any, batch_id: int | None = None) -> None:
-        self.rolled_back.append(batch_id)
-
-
-class _Fenced:
-    transactional_id = "pycanal-shop"
-
-    def recover(self, topics: Any) -> BatchMark | None:
-        return None
-
-    def send(self, records: Any, mark: BatchMark | None = None) -> None:
-        raise SendError("committing the transaction (pycanal-shop): fenced", "t", fatal=True)
-
-    def abort(self) -> None:
-        pass
-
-    def close(self, timeout: float = 10.0) -> None:
-        pass
-
-
-def test_a_fatal_send_stops_the_worker_with_one_line(caplog: pytest.LogCaptureFixture) -> None:
-    server = _OneBatch()
-    starter = MQStarter(server, {"shop": MQDestination("t")}, MQOptions(), lambda _d: _Fenced())
-    with caplog.at_level(logging.INFO, logger="pycanal.mq.starter"):
-        starter.start()
-        worker = starter.workers["shop"]
-        worker.join(10)
-    assert not worker.is_alive()
-    assert server.acked == [] and server.rolled_back == [7]
-    lines = [r.getMessage() for r in caplog.records if "event=mq-fatal" in r.getMessage()]
-    assert len(lines) == 1 and "destination=shop" in lines[0] and "fenced" in lines[0]
-    starter.stop()
 
 
 # ---------------------------------------------------------------------------------- kill -9
@@ -366,64 +300,3 @@ def test_kill9_mid_stream_is_exactly_once_for_read_committed(
     )
     assert len(skipped) >= 2 and sum(skipped) > 0  # the restarts re-read committed entries
     assert "Traceback" not in text
-
-
-class _Queued(_OneBatch):
-    """An MQServer whose store holds three batches of one row change each: a rollback hands all
-    that was not acked out again, under new batch ids (as the store does)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.waiting, self.out, self.next_id = 3, [], 10
-
-    def get_without_ack(
-        self, client: Any, batch_size: int, timeout: float | None = None, unit: Any = None
-    ) -> Any:
-        if len(self.out) + len(self.acked) >= self.waiting:
-            return Message(-1, [], True)
-        self.next_id += 1
-        self.out.append(self.next_id)
-        return Message(self.next_id, [self.entry], True)
-
-    def ack(self, client: Any, batch_id: int) -> None:
-        assert batch_id == self.out.pop(0), "acked out of order"
-        self.acked.append(batch_id)
-
-    def rollback(self, client: Any, batch_id: int | None = None) -> None:
-        self.rolled_back.append(batch_id)
-        self.out.clear()
-
-
-class _FailingOnce:
-    def __init__(self) -> None:
-        self.sends: list[list[Record]] = []
-
-    def send(self, records: Any, mark: BatchMark | None = None) -> None:
-        self.sends.append(list(records))
-        if len(self.sends) == 1:
-            raise SendError("the broker went away", "t")
-
-    def abort(self) -> None:
-        pass
-
-    def close(self, timeout: float = 10.0) -> None:
-        pass
-
-
-def test_one_send_takes_the_batches_the_store_holds_and_a_failure_rolls_all_back() -> None:
-    """The worker sends a batch with those queued behind it in one send (one broker transaction),
-    acks each after it, and on a failure rolls every one of them back: none is acked unsent."""
-    server, sender = _Queued(), _FailingOnce()
-    starter = MQStarter(
-        server, {"shop": MQDestination("t")}, MQOptions(), lambda _d: sender, retry_initial=0.01
-    )
-    starter.start()
-    try:
-        deadline = time.monotonic() + 10
-        while len(server.acked) < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-    finally:
-        starter.stop()
-    assert [len(records) for records in sender.sends] == [3, 3]  # all three, twice
-    assert server.rolled_back == [None]  # every batch of the failed send
-    assert server.acked == [14, 15, 16]  # handed out again under new ids, acked in order
