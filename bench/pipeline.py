@@ -340,7 +340,7 @@ def throughput_round(
     for p in batches:  # the timeline, from the resume: trigger, end of addBatch, logged, applied
         start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() - t_resume
         name = f"{p['batchId']:020d}.json"
-        logged = ChangeLog(lake).dir.glob(f"date=*/batch-{p['batchId']:020d}.parquet")
+        logged = ChangeLog(lake).dir.local.glob(f"date=*/batch-{p['batchId']:020d}.parquet")
         marked = min((mtime(f) for f in logged), default=float("nan")) - t_resume  # nan once folded
         applied = mtime(lake / "_pycanal" / "applied" / name) - t_resume
         d = p["durationMs"]
