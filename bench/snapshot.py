@@ -46,9 +46,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import e2e as e2e_bench  # noqa: E402
 import lake as lake_bench  # noqa: E402
 import oltp as oltp_bench  # noqa: E402
+import servers  # noqa: E402
 from pycanal.snapshot import describe, plan_chunks, read_chunk  # noqa: E402
 from pycanal.snapshot.reader import connect  # noqa: E402
 from pycanal.spark.apply import applied_batch_ids  # noqa: E402
@@ -226,8 +226,8 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
     log(f"the writer alone: {alone:,.0f} txn/s")
     port = free_port()
     conf = tmp / "conf"
-    e2e_bench.write_conf(conf, db, port, db.current_binlog(), ".*", e2e_bench.shipped_settings())
-    server = e2e_bench.start_server(conf, port, tmp / "server.log")
+    servers.write_conf(conf, db, port, db.current_binlog(), ".*", servers.shipped_settings())
+    server = servers.start_server(conf, port, tmp / "server.log")
     spark = spark_session(tmp / "spark-tmp", "pycanal-snapshot-bench", master="local[2]")
     lake = tmp / "lake"
     proc = writer(db, args.rate, 3600)
