@@ -264,7 +264,6 @@ class Drainer:
         """Every row and transaction end of ``file``: the wall time from ``t0`` (default: its first
         entry's arrival)."""
         n = ends = 0
-        first = t0
         arrived: float | None = None  # the first entry's arrival: start-up apart from the drain
         cpu0 = time.process_time()
         quiet = time.monotonic() + 120
@@ -283,8 +282,6 @@ class Drainer:
                 # An earlier file's name counts as this file's: a destination starts at its file, and
                 # Canal 1.1.7 names the entries of its first second there (offsets of this file) with
                 # the file before it (seen on MariaDB 10.11, with the parallel parser on and off).
-                if first is None:
-                    first = at
                 if arrived is None:
                     arrived = at
                 if entry.entryType == pb.TRANSACTIONEND:
@@ -301,11 +298,12 @@ class Drainer:
                     for c in row.afterColumns:
                         _ = c.value
                     n += 1
+        first = t0 if t0 is not None else arrived
         wall = time.perf_counter() - (first or time.perf_counter())
         if n != rows or ends != txns:
             raise RuntimeError(
                 f"{file}: {n:,} rows / {ends:,} transactions delivered, expected {rows:,} / {txns:,}"
             )
         return {"wall_s": round(wall, 3), "rows_per_s": round(rows / wall), "txn_per_s": round(txns / wall),
-                "first_entry_s": round((arrived or first or 0.0) - (first or 0.0), 3),
+                "first_entry_s": round((arrived or 0.0) - (first or 0.0), 3),
                 "client_cpu_s": round(time.process_time() - cpu0, 3)}  # fmt: skip
