@@ -1,4 +1,4 @@
-"""Issue 43: the job SIGKILLed again and again while it drains a backlog, restarted at once, with
+"""Issue 43: the job SIGKILLed while it drains a backlog, restarted at once, with
 the server on Canal's default store (a plain conf dir: 16384 slots, MEMSIZE, the SQL behind rows
 events kept), in both apply modes: every run ends with the lake equal to the source.
 
@@ -6,7 +6,9 @@ A restarted runner's first GET takes the server's whole store as one batch; with
 store is full, and where it ends inside a transaction (a transaction reaches the store in two
 puts when the transaction buffer flushes at its rows event's SQL) no micro-batch could end on
 that batch's last entry, so Spark's commit could never ack it and the stream stood still for
-good. The kill points are drawn at random (seeded, printed on failure)."""
+good. Every restart meets a full store, so one kill per apply mode covers it (a second kill cost
+~25 s of the suite a mode and met the same store). The kill point is drawn at random (seeded,
+printed on failure)."""
 
 from __future__ import annotations
 
@@ -166,18 +168,16 @@ def test_killed_while_draining_a_backlog(
     time.sleep(5)  # a backlog of more entries than the server's store holds before the job starts
     running = job(lake, port, schema, apply_on, log)
     try:
-        for _ in range(2):  # killed twice, a random moment after a micro-batch, restarted at once
-            seen = batches(lake)
-            deadline = time.monotonic() + 120
-            while batches(lake) <= seen:
-                assert running.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.2)
-            kills.append(round(rnd.uniform(0.0, 3.0), 2))
-            time.sleep(kills[-1])
-            os.killpg(running.pid, signal.SIGKILL)
-            running.wait()
-            running = job(lake, port, schema, apply_on, log)
-        time.sleep(3)  # the stream goes on after the restarts
+        deadline = time.monotonic() + 120  # killed a random moment after a micro-batch, restarted at once
+        while batches(lake) == 0:
+            assert running.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        kills.append(round(rnd.uniform(0.0, 3.0), 2))
+        time.sleep(kills[-1])
+        os.killpg(running.pid, signal.SIGKILL)
+        running.wait()
+        running = job(lake, port, schema, apply_on, log)
+        time.sleep(3)  # the stream goes on after the restart
         writer.stop.set()
         writer.join()
         assert writer.error is None, writer.error
