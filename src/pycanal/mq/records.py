@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
@@ -38,11 +39,11 @@ __all__ = ["Record", "build_rabbitmq_records", "build_records", "route_topics", 
 _TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """A Kafka record as Canal sends it (key always null). ``value`` is None where Canal's
     serializer returns null; ``headers`` are pycanal's (the parts of a split record, the order
-    of a topic's partitions)."""
+    of a topic's partitions). A tuple: one is made per flat message, and a frozen dataclass took
+    1 us of the 11 us a sysbench row's message cost to build."""
 
     topic: str
     partition: int
@@ -158,6 +159,9 @@ def _topic_records(
     out: list[Record] = []
 
     def add(partition: int, values: list[bytes | None], marks: list[RecordOrder] | None = None) -> None:
+        if marks is None and not order and len(values) == 1:  # the usual record: one value, no headers
+            out.append(Record(topic, partition, values[0]))
+            return
         if marks is None and order:
             marks = [RecordOrder(partitions or 1)] * len(values)
         heads = [(m.header(),) for m in marks] if marks else [()] * len(values)
