@@ -15,8 +15,8 @@ _SERVER_FIXTURES = {"mariadb", "mariadb_minimal", "mariadb_factory"}
 
 
 # The slowest files first (their durations in a full run, longest first): `make test` runs the
-# files on two workers (pytest-xdist, `--dist loadfile`), which take them in collection order,
-# so a long file started last does not leave one worker running alone at the end.
+# files on a few workers (pytest-xdist, `--dist loadfile`, TEST_WORKERS), which take them in
+# collection order, so a long file started last does not leave one worker running alone at the end.
 _SLOW_FIRST = [
     "test_spark_restart_backlog.py", "test_spark_snapshot_e2e.py", "test_spark_kafka.py", "test_spark_mixed_writers.py",
     "test_cli.py", "test_spark_s3.py", "test_spark_cluster_hosts.py", "test_event_parser.py", "test_mq_kafka.py",
