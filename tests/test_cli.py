@@ -1,4 +1,4 @@
-"""``pycanal binlog decode``: the seed-002 text layout, jsonl, positions and the demo job."""
+"""``pycanal binlog decode``: the seed-002 text layout, jsonl (in parts too), positions and the demo job."""
 
 from __future__ import annotations
 
@@ -82,6 +82,27 @@ def test_start_position_off_an_event_boundary_is_an_error(fixtures_dir: Path) ->
         out.stderr.strip()
         == f"pycanal: error: {path}, offset 125: start position 125 is not at an event boundary"
     )
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["mysql-binlog-connector-java/mysql-bin.sakila"],  # 47,342 lines
+        ["tiflow/mysql-bin.000001"],  # bad row data in the second of 4 parts, 2 parts after it
+        ["rust_mysql_common/corrupt-relay-bin.000624"],  # an overrunning field in the last part
+        ["binlog-parser/mysql-bin.01", "mysql-binlog-connector-java/mysql-bin.sakila"],
+    ],
+)
+def test_jsonl_in_parts_is_what_one_process_writes(fixtures_dir: Path, names: list[str]) -> None:
+    """``--workers N`` decodes each file's parts in N processes: the same lines, in order, and where
+    a part fails, the lines before the bad event, then the same one-line error."""
+    paths = [str(fixtures_dir / name) for name in names]
+    one = run("binlog", "decode", "--format", "jsonl", "--workers", "1", *paths)
+    assert one.stdout.count("\n") > 20
+    for workers in ("2", "4"):
+        many = run("binlog", "decode", "--format", "jsonl", "--workers", workers, *paths)
+        assert (many.returncode, many.stderr) == (one.returncode, one.stderr)
+        assert many.stdout == one.stdout
 
 
 @pytest.mark.mariadb

@@ -52,6 +52,13 @@ CASES: list[tuple[list[str], str, int]] = [
     (["binlog", "decode", GOOD, "--stop-position", "10"], "positions 4 to 10 hold no row change", 2),
     (["binlog", "decode", GOOD, "--start-position", "400", "--stop-position", "300"], "the range selects", 2),
     (["binlog", "decode", GOOD, "--format", "xml"], "--format 'xml'", 2),
+    (["binlog", "decode", GOOD, "--workers", "-1"], "--workers -1: must be at least 0", 2),
+    (["binlog", "decode", GOOD, "--workers", "2"], "--workers 2: only --format jsonl of whole files", 2),
+    (
+        ["binlog", "decode", GOOD, "--format", "jsonl", "--workers", "2", "--start-position", "120"],
+        "--workers 2: only --format jsonl of whole files",
+        2,
+    ),
     (
         ["binlog", "decode", TRUNCATED],
         "binlog_truncated_prev_gtid_event.000001, offset 120: truncated event header",

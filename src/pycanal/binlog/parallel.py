@@ -1,7 +1,8 @@
 """Decode one binlog file in several processes: split it where decoding can restart, decode the
 parts in a process pool and return the consumers' results in file order.
 
-Meant for backfill and audit of large binlog files (and, later, Spark partitions): the
+Meant for backfill and audit of large binlog files (``pycanal binlog decode --format jsonl``
+decodes a large file this way, Spark's ``format("binlog")`` splits files at the same points): the
 consumer runs *inside* each worker, so row values are built there, in parallel, and only what
 the consumer returns (a count, a digest, a batch of serialised lines) travels back to the
 parent. Python row objects are never shipped between processes; that is the point.
@@ -43,12 +44,14 @@ so the time to reach a part grows with its offset (a few hundred ns per skipped 
 from __future__ import annotations
 
 import bisect
+import itertools
 import mmap
 import os
 import struct
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -59,7 +62,15 @@ from .errors import BinlogError
 from .events import Event, GtidEvent
 from .reader import read_events
 
-__all__ = ["Part", "PartEvents", "WorkerTraceback", "decode_parallel", "plan_parts", "split_points"]
+__all__ = [
+    "Part",
+    "PartEvents",
+    "WorkerTraceback",
+    "decode_parallel",
+    "iter_parallel",
+    "plan_parts",
+    "split_points",
+]
 
 _TYPE_SIZE = struct.Struct("<4xB4xI")  # header: type at 4, event size at 9
 _U16 = struct.Struct("<H")
@@ -448,6 +459,20 @@ def decode_parallel(
     propagate as ``ProcessPoolExecutor`` delivers them. Parts not yet started are cancelled on
     an error; running ones finish first. ``mp_context`` is passed to the executor.
     """
+    return list(iter_parallel(path, consume, workers, parts, mp_context=mp_context))
+
+
+def iter_parallel(
+    path: str | os.PathLike,
+    consume: Callable[[PartEvents], Any],
+    workers: int | None = None,
+    parts: int | None = None,
+    *,
+    mp_context: Any = None,
+) -> Iterator[Any]:
+    """:func:`decode_parallel`'s results one by one, in file order, as they are ready: a part is
+    handed to a worker only while fewer than twice ``workers`` results wait to be taken, so a
+    slow reader of the results (a pipe) holds that many in memory, not the file's."""
     if workers is None:
         workers = os.cpu_count() or 1
     if workers < 1:
@@ -461,15 +486,18 @@ def decode_parallel(
     plan = _plan_file(p, parts)
     pool = ProcessPoolExecutor(max_workers=min(workers, len(plan)), mp_context=mp_context)
     try:
-        futures = [pool.submit(_run_part, source, part, i, consume) for i, part in enumerate(plan)]
-        results = []
-        for fut in futures:
-            out = fut.result()
+        ahead: deque[Future] = deque()
+        todo = iter(enumerate(plan))
+        while True:
+            for i, part in itertools.islice(todo, 2 * workers - len(ahead)):
+                ahead.append(pool.submit(_run_part, source, part, i, consume))
+            if not ahead:
+                return
+            out = ahead.popleft().result()
             if out[0] == _ERROR:
                 _, message, src, offset, tb = out
                 raise BinlogError(message, src, offset) from WorkerTraceback(tb)
-            results.append(out[1])
-        return results
+            yield out[1]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -4,6 +4,8 @@ DDL and transaction markers as Canal's example client prints the entries a serve
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from enum import StrEnum
@@ -16,6 +18,7 @@ from pycanal.binlog import events as ev
 from pycanal.binlog.constants import EventType
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.errors import BinlogError
+from pycanal.binlog.parallel import PartEvents, iter_parallel
 from pycanal.binlog.reader import read_events
 from pycanal.parse.canonical import Recorder, to_json_line
 
@@ -25,6 +28,10 @@ from .checks import CliError
 __all__ = ["Format", "decode", "dump"]
 
 _HEARTBEATS = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
+# jsonl of a file this large is decoded in parts by a process per core (by default): below it the
+# pool's start costs more than it saves. A part is at most _PART_BYTES of the file.
+_PARALLEL_BYTES = 4 << 20
+_PART_BYTES = 32 << 20
 
 
 class Format(StrEnum):
@@ -67,21 +74,41 @@ def decode(
     stop_position: Annotated[
         int | None, typer.Option(help="Stop before this offset of the last file.")
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            help="With jsonl: processes decoding parts of each file (0: one per core once a file "
+            "is 4 MiB or more; 1: this process only).",
+        ),
+    ] = 0,
 ) -> None:
     """Decode binlog files into row changes, DDL and transaction markers."""
     for path in files:
         checks.given_file("binlog file", path)
     checks.count("--start-position", start_position, 4)
     checks.count("--stop-position", stop_position, 5)
+    checks.count("--workers", workers, 0)
     if start_position is not None and stop_position is not None and stop_position <= start_position:
         raise CliError(
             f"--stop-position {stop_position} is not after --start-position {start_position}: "
             "the range selects no event"
         )
+    ranged = start_position is not None or stop_position is not None
+    if workers > 1 and (fmt is not Format.jsonl or ranged):
+        raise CliError(
+            f"--workers {workers}: only --format jsonl of whole files is decoded in parts (text numbers "
+            "its batches through the files; a position range is read in one process)"
+        )
+    if workers == 0:
+        big = fmt is Format.jsonl and not ranged and any(p.stat().st_size >= _PARALLEL_BYTES for p in files)
+        workers = (os.cpu_count() or 1) if big else 1
     out = sys.stdout
     events = _events(files, start_position, stop_position)
     try:
-        if fmt is Format.jsonl:
+        if fmt is Format.jsonl and workers > 1:
+            written = sum(_write_parts(out, path, workers) for path in files)
+        elif fmt is Format.jsonl:
             written = _write(out, Recorder().lines(events))
         else:
             written = _write(out, (line for batch in _text_batches(events) for line in batch))
@@ -118,6 +145,42 @@ def _write(out: TextIO, lines: Iterable[str]) -> int:
             chunk.append("")
             out.write("\n".join(chunk))
     return n
+
+
+def _write_parts(out: TextIO, path: Path, workers: int) -> int:
+    """The jsonl lines of ``path`` decoded in parts by ``workers`` processes, written in file order
+    (the lines are the same as one process writes: ``tests/test_parallel.py``); a part holds at
+    most ``_PART_BYTES`` of the file, whose lines wait in memory until written."""
+    parts = max(workers, -(-path.stat().st_size // _PART_BYTES))
+    written = 0
+    with contextlib.closing(iter_parallel(path, _jsonl_part, workers, parts)) as results:
+        for text, count, error in results:
+            out.write(text)
+            written += count
+            if error is not None:  # after the lines before the bad event, as one process writes them
+                raise BinlogError(*error)
+    return written
+
+
+def _jsonl_part(events: PartEvents) -> tuple[str, int, tuple[str, str | None, int | None] | None]:
+    """A worker's part (top level: it is pickled by name): its lines as one text, their count and
+    the decode error that ended the part early (message, source, offset), if one did. The
+    recorder starts with the GTID of the transaction the part starts inside."""
+    recorder = Recorder()
+    gtid = events.transaction_gtid
+    if gtid is not None:
+        recorder.gtid = gtid.gtid
+    lines: list[str] = []
+    error = None
+    try:
+        for line in recorder.lines(events):
+            lines.append(line)
+    except BinlogError as exc:
+        error = (exc.message, exc.source, exc.offset)
+    count = len(lines)
+    if lines:
+        lines.append("")
+    return "\n".join(lines), count, error
 
 
 def _start(text: str) -> tuple[str, int]:
