@@ -322,13 +322,13 @@ class PmrJsonRun(PmrRun):
         return n, time.process_time() - c0
 
 
-def cli_run(path: Path, rows: int, fmt: str = "jsonl") -> tuple[int, float]:
-    """``pycanal binlog decode FILE --format FMT > /dev/null`` (the process's CPU as cpu seconds);
-    returns ``rows`` (the output is checked by the tests, not here)."""
+def cli_run(path: Path, rows: int, fmt: str = "jsonl", *extra: str) -> tuple[int, float]:
+    """``pycanal binlog decode FILE --format FMT [EXTRA] > /dev/null`` (its processes' CPU as cpu
+    seconds); returns ``rows`` (the output is checked by the tests, not here)."""
     c0 = _children_cpu()
     with open(os.devnull, "wb") as null:
-        subprocess.run([sys.executable, "-m", "pycanal.cli", "binlog", "decode", str(path), "--format", fmt],
-                       stdout=null, check=True)  # fmt: skip
+        subprocess.run([sys.executable, "-m", "pycanal.cli", "binlog", "decode", str(path), "--format", fmt,
+                        *extra], stdout=null, check=True)  # fmt: skip
     return rows, _children_cpu() - c0
 
 
@@ -449,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
 
             log("pycanal binlog decode --format jsonl / text > /dev/null")
             cli_jsonl = best_of("cli jsonl", args.repeat, lambda: cli_run(path, args.rows), args.rows)
+            cli_jsonl_one = best_of("cli jsonl --workers 1", args.repeat,
+                                    lambda: cli_run(path, args.rows, "jsonl", "--workers", "1"), args.rows)  # fmt: skip
             cli_text = best_of("cli text", args.repeat, lambda: cli_run(path, args.rows, "text"), args.rows)
             pmr_json = None
             if not args.skip_pmr:
@@ -496,8 +498,13 @@ def main(argv: list[str] | None = None) -> int:
                 "python_mysql_replication": pmr,
                 "mariadb_binlog": mbl,
                 "pycanal_parallel": par,
-                "cli_jsonl": cli_jsonl,
+                "cli_jsonl": cli_jsonl,  # the default: a file this size in parts, a process per core
+                "cli_jsonl_one_process": cli_jsonl_one,
                 "cli_text": cli_text,
+                "ratio_cli_jsonl_vs_mariadb_binlog": round(cli_jsonl["rows_per_s"] / mbl["rows_per_s"], 3),
+                "ratio_cli_jsonl_one_process_vs_mariadb_binlog": round(
+                    cli_jsonl_one["rows_per_s"] / mbl["rows_per_s"], 3
+                ),
                 "python_mysql_replication_json": pmr_json,
                 "ratio_cli_jsonl_vs_pmr_json": (
                     round(cli_jsonl["rows_per_s"] / pmr_json["rows_per_s"], 2) if pmr_json else None

@@ -60,7 +60,7 @@ from .constants import EventType as E
 from .decoder import EventDecoder
 from .errors import BinlogError
 from .events import Event, GtidEvent
-from .reader import read_events
+from .reader import iter_frames, read_events
 
 __all__ = [
     "Part",
@@ -372,7 +372,7 @@ class PartEvents:
         self.index = index
         self.start = part.start
         self.stop = part.stop
-        self._events = read_events(path, start_position=part.start, stop_position=part.stop)
+        self._events = _part_events(path, part)
         self._gtid: GtidEvent | None = None
 
     def __iter__(self) -> Iterator[Event]:
@@ -396,6 +396,26 @@ class PartEvents:
 
     def close(self) -> None:
         self._events.close()
+
+
+def _part_events(path: str, part: Part) -> Iterator[Event]:
+    """The part's events: after the first part, its FORMAT_DESCRIPTION event is decoded and the
+    events are framed from ``start`` on, a boundary the scan found, instead of framing every event
+    before it again (per part, a walk over the file up to the part: on a 1 GiB file in 32 parts,
+    15 walks over the whole file in all)."""
+    if part.start == 4 or part.fde_pos is None:
+        yield from read_events(path, start_position=part.start, stop_position=part.stop)
+        return
+    p = Path(path)
+    source = str(p)
+    decoder = EventDecoder(source, p.name)
+    with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        size = int.from_bytes(data[part.fde_pos + 9 : part.fde_pos + 13], "little")
+        decoder.decode(data[part.fde_pos : part.fde_pos + size], part.fde_pos)
+        for pos, raw in iter_frames(data, source, part.start):
+            if part.stop is not None and pos >= part.stop:
+                return
+            yield decoder.decode(raw, pos)
 
 
 def _decode_one(path: str, pos: int, fde_pos: int | None) -> Any:

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, TextIO
 
@@ -31,7 +32,7 @@ _HEARTBEATS = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
 # jsonl of a file this large is decoded in parts by a process per core (by default): below it the
 # pool's start costs more than it saves. A part is at most _PART_BYTES of the file.
 _PARALLEL_BYTES = 4 << 20
-_PART_BYTES = 32 << 20
+_PART_BYTES = 8 << 20
 
 
 class Format(StrEnum):
@@ -153,19 +154,25 @@ def _write_parts(out: TextIO, path: Path, workers: int) -> int:
     most ``_PART_BYTES`` of the file, whose lines wait in memory until written."""
     parts = max(workers, -(-path.stat().st_size // _PART_BYTES))
     written = 0
-    with contextlib.closing(iter_parallel(path, _jsonl_part, workers, parts)) as results:
-        for text, count, error in results:
-            out.write(text)
+    out.flush()
+    raw = out.buffer  # the parts come encoded as ``out`` encodes: written as they are
+    consume = partial(_jsonl_part, encoding=out.encoding, errors=out.errors or "strict")
+    with contextlib.closing(iter_parallel(path, consume, workers, parts)) as results:
+        for data, count, error in results:
+            raw.write(data)
             written += count
             if error is not None:  # after the lines before the bad event, as one process writes them
                 raise BinlogError(*error)
     return written
 
 
-def _jsonl_part(events: PartEvents) -> tuple[str, int, tuple[str, str | None, int | None] | None]:
-    """A worker's part (top level: it is pickled by name): its lines as one text, their count and
-    the decode error that ended the part early (message, source, offset), if one did. The
-    recorder starts with the GTID of the transaction the part starts inside."""
+def _jsonl_part(
+    events: PartEvents, encoding: str, errors: str
+) -> tuple[bytes, int, tuple[str, str | None, int | None] | None]:
+    """A worker's part (top level: it is pickled by name): its lines as one text encoded as the
+    output encodes, their count and the decode error that ended the part early (message, source,
+    offset), if one did. The recorder starts with the GTID of the transaction the part starts
+    inside. Encoded here, so the parent, which writes every part in turn, only copies bytes."""
     recorder = Recorder()
     gtid = events.transaction_gtid
     if gtid is not None:
@@ -180,7 +187,7 @@ def _jsonl_part(events: PartEvents) -> tuple[str, int, tuple[str, str | None, in
     count = len(lines)
     if lines:
         lines.append("")
-    return "\n".join(lines), count, error
+    return "\n".join(lines).encode(encoding, errors), count, error
 
 
 def _start(text: str) -> tuple[str, int]:
