@@ -21,8 +21,10 @@ import json
 import mmap
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ from pycanal.binlog.parallel import (
     Part,
     WorkerTraceback,
     decode_parallel,
+    iter_parallel,
     plan_parts,
     split_points,
 )
@@ -81,6 +84,16 @@ def count_rows(events: Any) -> int:
 
 def canonical_lines(events: Any) -> list[str]:
     return _lines(Recorder(), events)
+
+
+def count_events(events: Any) -> int:
+    return sum(1 for _ in events)
+
+
+def mark_part(events: Any, marks: str) -> int:
+    """Leave a file named after the part in ``marks`` (it was started), then count its events."""
+    Path(marks, str(events.index)).touch()
+    return count_events(events)
 
 
 def worker_pid(events: Any) -> int:
@@ -237,6 +250,20 @@ def test_consumers_run_in_worker_processes(fixtures_dir: Path) -> None:
     pids = decode_parallel(fixtures_dir / NAMED_FIXTURES[0], worker_pid, workers=2, parts=4)
     assert len(pids) == 4
     assert os.getpid() not in pids
+
+
+def test_results_are_taken_before_more_parts_start(fixtures_dir: Path, tmp_path: Path) -> None:
+    """``iter_parallel`` hands a part to a worker only while fewer than twice the workers' results
+    wait: a reader that stops after the first result has started 2 of 6 parts, not all of them."""
+    path = fixtures_dir / NAMED_FIXTURES[0]
+    assert len(plan_parts(path.read_bytes(), 6)) == 6
+    results = iter_parallel(path, partial(mark_part, marks=str(tmp_path)), workers=1, parts=6)
+    first = next(results)
+    time.sleep(1.0)  # what was handed over has started by now
+    assert first > 0 and sorted(p.name for p in tmp_path.iterdir()) == ["0", "1"]
+    rest = list(results)
+    assert len(rest) == 5 and len(list(tmp_path.iterdir())) == 6
+    assert [first, *rest] == decode_parallel(path, count_events, workers=2, parts=6)
 
 
 def test_bad_arguments(fixtures_dir: Path) -> None:

@@ -44,6 +44,7 @@ so the time to reach a part grows with its offset (a few hundred ns per skipped 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import mmap
 import os
@@ -406,13 +407,9 @@ def _part_events(path: str, part: Part) -> Iterator[Event]:
     if part.start == 4 or part.fde_pos is None:
         yield from read_events(path, start_position=part.start, stop_position=part.stop)
         return
-    p = Path(path)
-    source = str(p)
-    decoder = EventDecoder(source, p.name)
-    with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        size = int.from_bytes(data[part.fde_pos + 9 : part.fde_pos + 13], "little")
-        decoder.decode(data[part.fde_pos : part.fde_pos + size], part.fde_pos)
-        for pos, raw in iter_frames(data, source, part.start):
+    with _mapped(path) as (data, decoder):
+        _decode_at(decoder, data, part.fde_pos)
+        for pos, raw in iter_frames(data, decoder.source, part.start):
             if part.stop is not None and pos >= part.stop:
                 return
             yield decoder.decode(raw, pos)
@@ -420,15 +417,24 @@ def _part_events(path: str, part: Part) -> Iterator[Event]:
 
 def _decode_one(path: str, pos: int, fde_pos: int | None) -> Any:
     """Decode the event at ``pos`` after the FORMAT_DESCRIPTION event at ``fde_pos``."""
+    with _mapped(path) as (data, decoder):
+        if fde_pos is not None:
+            _decode_at(decoder, data, fde_pos)
+        return _decode_at(decoder, data, pos)
+
+
+@contextlib.contextmanager
+def _mapped(path: str) -> Iterator[tuple[mmap.mmap, EventDecoder]]:
+    """The file mapped, and a decoder naming it as ``read_events``' does."""
     p = Path(path)
-    decoder = EventDecoder(str(p), p.name)
     with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        for at in (fde_pos, pos):
-            if at is None:
-                continue
-            size = int.from_bytes(data[at + 9 : at + 13], "little")
-            event = decoder.decode(data[at : at + size], at)
-    return event
+        yield data, EventDecoder(str(p), p.name)
+
+
+def _decode_at(decoder: EventDecoder, data: mmap.mmap, pos: int) -> Event:
+    """The event at ``pos`` (an event boundary)."""
+    size = int.from_bytes(data[pos + 9 : pos + 13], "little")
+    return decoder.decode(data[pos : pos + size], pos)
 
 
 _OK, _ERROR = "ok", "error"
