@@ -222,6 +222,35 @@ def _commits(lake: Path) -> int:
 _STREAMS = {"a": (True, 1), "b": (False, 1), "c": (True, 6), "d": (False, 6)}
 
 
+def test_a_topic_of_one_partition_is_read_by_several_tasks(
+    kafka: PrivateKafka,
+    spark: Any,  # noqa: F811 - the fixture
+) -> None:
+    """Canal's default topic has one partition: the pipeline's Kafka source cuts its offsets into
+    a task per core (local[2]: 2), not one task decoding every record of a micro-batch."""
+    from confluent_kafka import Producer
+
+    from pycanal.spark.canal_options import kafka_options
+    from pycanal.spark.job import kafka_stream
+
+    topic = f"sk-one-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, 1)
+    producer = Producer(kafka.client_config())
+    for i in range(100):
+        producer.produce(topic, value=b"%d" % i)
+    assert producer.flush(30) == 0
+    seen: list[tuple[int, int]] = []  # (tasks, records) per micro-batch
+
+    def batch(df: Any, _batch_id: int) -> None:
+        seen.append((df.rdd.getNumPartitions(), df.count()))
+
+    stream = kafka_stream(spark, kafka_options(kafka.bootstrap_servers, topic))
+    query = stream.writeStream.foreachBatch(batch).trigger(availableNow=True).start()
+    query.awaitTermination(120)
+    assert sum(n for _, n in seen) == 100
+    assert seen and all(tasks >= 2 for tasks, n in seen if n), seen
+
+
 def test_pipeline_reads_flat_and_protobuf_topics_exactly_once(
     mariadb: PrivateMariaDB,
     kafka: PrivateKafka,

@@ -37,6 +37,7 @@ __all__ = [
     "Pipeline",
     "check_trigger",
     "failure",
+    "kafka_stream",
     "progress_line",
     "run",
     "snapshot_progress",
@@ -153,6 +154,14 @@ def source_options(
     return checked
 
 
+def kafka_stream(spark: Any, options: dict[str, str]) -> Any:
+    """Spark's Kafka source over Canal's topics (``kafka_options``), its offset ranges cut into at
+    least the session's default parallelism (and 2) tasks: a topic of one partition, Canal's
+    default, would be one task a micro-batch, decoding while the other cores wait."""
+    parts = max(2, spark.sparkContext.defaultParallelism)
+    return spark.readStream.format("kafka").options(**options, minPartitions=str(parts)).load()
+
+
 def start_pipeline(
     spark: Any,
     lake: str | Path | LakePath,
@@ -186,7 +195,7 @@ def start_pipeline(
     if "kafka.bootstrap.servers" in options:
         from .kafka_rows import KafkaApplier
 
-        changes = spark.readStream.format("kafka").options(**options).load()
+        changes = kafka_stream(spark, options)
         stage = stage_dir(lake) if source.get("stage", True) else None  # as the canal source's
         batches: Any = KafkaApplier(applier, lake, dataframe=apply_on == "executors", stage=stage)
     else:
