@@ -26,7 +26,8 @@ the table is snapshotted again while it streams (``pycanal snapshot``'s request)
 request to the snapshot's end.
 
 Prints JSON: rows/s of each reader and ratios to the C client and to ``SSCursor``; the
-snapshot's rows/s into the Delta table, the writer's rate during it against its rate alone, the
+snapshot's rows/s into the Delta table (and over connectorx's one-connection read, when the
+readers ran), the writer's rate during it against its rate alone, the
 current state's rounds (count, seconds, rows) until the lake equalled the source.
 """
 
@@ -392,6 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     for r in results.values():
         r["ratio_vs_mariadb_cli"] = round(r["rows_per_s"] / c, 2)
         r["ratio_vs_sscursor"] = round(r["rows_per_s"] / s, 2)
+    if lake_run is not None:  # the snapshot into the lake against connectorx's read of the table
+        lake_run["ratio_vs_connectorx"] = round(
+            lake_run["rows_per_s"] / results["connectorx"]["rows_per_s"], 3
+        )
     out = {
         "rows": args.rows,
         "chunk_rows": args.chunk_rows,
