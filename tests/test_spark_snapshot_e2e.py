@@ -168,6 +168,9 @@ def rows_equal(db: PrivateMariaDB, lake: Path | LakePath, table: str, session: A
 
 # On the standalone cluster alone (the chunks read by its executors, in other processes than
 # the driver): the local master's kill and restart are the restart backlog's (test_spark_restart_backlog).
+# Two drivers on a standalone cluster: in the suite (3 workers on 2 cores) its micro-batches took
+# 12-38 s, and once (2026-11-29) one 180 s deadline for both drivers ran out; each has its own now.
+@pytest.mark.timeout(480)
 @pytest.mark.parametrize("cluster", ["cluster"], indirect=True)
 def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
     db: PrivateMariaDB,
@@ -198,6 +201,7 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
         killed_at = ChangeLog(lake).last_batch()
         time.sleep(1)  # the writer goes on while no driver runs
         job = start_job(lake, tcp.port, db, log, master, progress=True)
+        deadline = time.monotonic() + 180  # the restarted driver's own: a JVM and executors again
         # A schema change mid-snapshot, on a table not read yet: its chunks have the new column
         # before the stream brings the ALTER to the lake.
         db.execute(f"ALTER TABLE {DB}.t_int ADD COLUMN extra INT NOT NULL DEFAULT 7")
