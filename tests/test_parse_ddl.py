@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pycanal.binlog import BinlogError, read_events
+from pycanal.binlog.events import QueryEvent
 from pycanal.parse.ddl import (
     AlterTable,
     CreateTable,
@@ -11,12 +13,13 @@ from pycanal.parse.ddl import (
     DdlType,
     OtherStatement,
     RenameTables,
+    is_ddl,
     normalize_sql,
     parse_ddl,
     parse_statement,
     tokenize,
 )
-from pycanal.parse.ddl.classify import _hand_results, _sg_results
+from pycanal.parse.ddl.classify import _LEAD_FILLERS, _hand_results, _sg_results
 
 
 def brief(sql: str, schema: str | None = "d"):
@@ -320,3 +323,63 @@ def test_unreadable_non_ddl_is_just_a_query():
     # An INSERT the lexer cannot finish is still no DDL.
     assert brief("INSERT INTO t VALUES ('unterminated") == [("INSERT", "d", "t", None, None)]
     assert brief("SELECT 'x") == []
+
+
+# ------------------------------------------------------------------ is_ddl: the first word decides
+def _lexed_is_ddl(sql: str, sql_mode: int = 0) -> bool:
+    """is_ddl's rule over the lexer's first words of the whole statement: the oracle its
+    first-word answer must agree with."""
+    try:
+        words = [t.upper for t in tokenize(sql, sql_mode)[:6]]
+    except DdlParseError:
+        return False
+    if not words or words[0] not in {"CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE"}:
+        return False
+    rest = [w for w in words[1:] if w not in _LEAD_FILLERS]
+    return not rest or rest[0] not in ("USER", "ROLE")
+
+
+_LEADS = [
+    "",
+    " ",
+    "\n\t ",
+    "\u00a0",
+    "\u2003",
+    "/* c */ ",
+    "-- c\n",
+    "# c\n",
+    "/*!50100 ",
+    "/*M!100301 ",
+    "`",
+]
+_WORDS = ["CREATE", "create", "Alter", "DROP", "rename", "TRUNCATE", "UPDATE", "insert", "DELETE", "BEGIN",
+          "CREATEx", "DROP\u00e9", "ALTER$", "X'41'", "N'a'", "ſELECT", "GRANT", "SET", "DROPS", "_DROP"]  # fmt: skip
+_NEXT = ["", " TABLE t (a int)", " USER u", "/**/TABLE t", " ONLINE IGNORE TABLE t ADD c int", " ROLE r",
+         "(1)", " DATABASE d", "\u00a0TABLE t", " t SET a=1", " OR REPLACE TABLE t (a int)", "'x"]  # fmt: skip
+
+
+@pytest.mark.parametrize("lead", _LEADS)
+def test_is_ddl_answers_as_the_lexer_reads_the_first_words(lead: str) -> None:
+    for word in _WORDS:
+        for rest in _NEXT:
+            sql = lead + word + rest
+            assert is_ddl(sql) is _lexed_is_ddl(sql), sql
+
+
+def test_is_ddl_of_every_fixture_statement_is_the_lexer_s(fixtures_dir) -> None:
+    queries = set()
+    for path in sorted(
+        p for p in fixtures_dir.rglob("*") if p.is_file() and p.name not in ("README.md", "SHA256SUMS")
+    ):
+        try:
+            for e in read_events(path):
+                if isinstance(e, QueryEvent):
+                    queries.add((e.query, e.status.get("sql_mode", 0)))
+        except BinlogError:
+            pass  # the truncated and corrupt files: their statements up to the damage count
+    assert len(queries) > 500
+    ddl = 0
+    for sql, mode in queries:
+        assert is_ddl(sql, mode) is _lexed_is_ddl(sql, mode), sql[:200]
+        ddl += is_ddl(sql, mode)
+    assert ddl > 50
