@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,40 @@ def test_jsonl_in_parts_is_what_one_process_writes(fixtures_dir: Path, names: li
         many = run("binlog", "decode", "--format", "jsonl", "--workers", workers, *paths)
         assert (many.returncode, many.stderr) == (one.returncode, one.stderr)
         assert many.stdout == one.stdout
+
+
+@pytest.mark.parametrize("append", [False, True], ids=["file", "appended"])
+def test_jsonl_parts_reach_a_file_output_whole(fixtures_dir: Path, tmp_path: Path, append: bool) -> None:
+    """The parts' lines go from their files in ``TMPDIR`` to the output by ``sendfile``, or copied
+    where the output refuses it (opened ``>>``, O_APPEND): the same bytes after what the file held,
+    and the temporary files gone."""
+    path = str(fixtures_dir / "mysql-binlog-connector-java/mysql-bin.sakila")
+    one = run("binlog", "decode", "--format", "jsonl", "--workers", "1", path)
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"before\n")
+    with open(out, "ab" if append else "r+b") as sink:
+        sink.seek(0, os.SEEK_END)
+        done = subprocess.run(
+            [sys.executable, "-m", "pycanal.cli", "binlog", "decode", "--format", "jsonl", "--workers", "2", path],
+            stdout=sink, stderr=subprocess.PIPE, text=True, env=dict(os.environ, TMPDIR=str(spool)), check=False,
+        )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    assert out.read_text() == "before\n" + one.stdout
+    assert list(spool.iterdir()) == []
+
+
+def test_jsonl_parts_into_a_reader_that_stops_early(fixtures_dir: Path, tmp_path: Path) -> None:
+    """``| head -1``: the output pipe closes under the parts' sendfile; the command ends quietly
+    with status 0 and leaves no temporary file."""
+    path = str(fixtures_dir / "mysql-binlog-connector-java/mysql-bin.sakila")
+    cmd = f"{shlex.quote(sys.executable)} -m pycanal.cli binlog decode --format jsonl --workers 2 {shlex.quote(path)}"
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd} | head -1"], capture_output=True, text=True,
+                          env=dict(os.environ, TMPDIR=str(tmp_path)), check=False, timeout=120)  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith('{"type": "DDL"') and done.stdout.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.mariadb
