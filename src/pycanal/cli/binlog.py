@@ -204,25 +204,25 @@ def _jsonl_part(
     """A worker's part (top level: it is pickled by name): the file in ``spool`` holding its lines
     encoded as the output encodes, their count and the decode error that ended the part early
     (message, source, offset), if one did. The recorder starts with the GTID of the transaction
-    the part starts inside. Encoded here, so the parent, which writes every part in turn, only
-    has the kernel copy bytes."""
+    the part starts inside. Written as ``_write`` writes (1,024 lines a write: encoded as one text,
+    a part's 100k lines of the 300k-row file took 2.5 times as long), so the parent, which writes
+    every part in turn, only has the kernel copy bytes."""
     recorder = Recorder()
     gtid = events.transaction_gtid
     if gtid is not None:
         recorder.gtid = gtid.gtid
-    lines: list[str] = []
     error = None
-    try:
-        for line in recorder.lines(events):
-            lines.append(line)
-    except BinlogError as exc:
-        error = (exc.message, exc.source, exc.offset)
-    count = len(lines)
-    if lines:
-        lines.append("")
+
+    def until_error() -> Iterator[str]:
+        nonlocal error
+        try:
+            yield from recorder.lines(events)
+        except BinlogError as exc:
+            error = (exc.message, exc.source, exc.offset)
+
     fd, name = tempfile.mkstemp(suffix=".jsonl", dir=spool)
-    with os.fdopen(fd, "wb") as f:
-        f.write("\n".join(lines).encode(encoding, errors))
+    with open(fd, "w", encoding=encoding, errors=errors, newline="") as f:
+        count = _write(f, until_error())
     return name, count, error
 
 
