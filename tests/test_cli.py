@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -137,6 +139,30 @@ def test_jsonl_parts_into_a_reader_that_stops_early(fixtures_dir: Path, tmp_path
                           env=dict(os.environ, TMPDIR=str(tmp_path)), check=False, timeout=120)  # fmt: skip
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.startswith('{"type": "DDL"') and done.stdout.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_jsonl_parts_that_cannot_be_spooled_are_one_line(fixtures_dir: Path, tmp_path: Path) -> None:
+    """A part's lines that the temporary directory does not take (here a 64 KiB file size limit, as
+    a full disk would refuse them): one line naming the binlog file, the part and the directory,
+    status 1, and the directory removed."""
+    path = fixtures_dir / "mysql-binlog-connector-java/mysql-bin.sakila"
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pycanal.cli", "binlog", "decode", "--format", "jsonl", "--workers", "2", str(path)],
+        capture_output=True, text=True, env=dict(os.environ, TMPDIR=str(tmp_path)), preexec_fn=limited,
+        check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert re.fullmatch(
+        rf"pycanal: error: {re.escape(str(path))}: the lines of its part at offset \d+ cannot be written to the "
+        rf"temporary directory {re.escape(str(tmp_path))}/pycanal-decode-\w+ \(TMPDIR\): File too large\n",
+        done.stderr,
+    ), done.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -220,9 +220,16 @@ def _jsonl_part(
         except BinlogError as exc:
             error = (exc.message, exc.source, exc.offset)
 
-    fd, name = tempfile.mkstemp(suffix=".jsonl", dir=spool)
-    with open(fd, "w", encoding=encoding, errors=errors, newline="") as f:
-        count = _write(f, until_error())
+    try:
+        fd, name = tempfile.mkstemp(suffix=".jsonl", dir=spool)
+        with open(fd, "w", encoding=encoding, errors=errors, newline="") as f:
+            count = _write(f, until_error())
+    except OSError as exc:  # the temporary directory full, or a file size limit
+        raise CliError(
+            f"{events.path}: the lines of its part at offset {events.start} cannot be written to the "
+            f"temporary directory {spool} (TMPDIR): {exc.strerror or exc}",
+            code=1,
+        ) from None
     return name, count, error
 
 

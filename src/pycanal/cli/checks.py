@@ -33,6 +33,9 @@ class CliError(Exception):
         super().__init__(message)
         self.code = code
 
+    def __reduce__(self) -> tuple[type[CliError], tuple[str, int]]:
+        return CliError, (str(self), self.code)  # raised in a worker process too (its code kept)
+
 
 _SECRET = re.compile(r"password|passwd|secret", re.I)
 
