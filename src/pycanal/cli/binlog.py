@@ -188,8 +188,8 @@ def _append(raw: BinaryIO, path: str) -> None:
             try:
                 while sent < size:
                     n = os.sendfile(fd, part.fileno(), sent, size - sent)
-                    if not n:
-                        break
+                    if not n:  # never short of what fstat said: a part's lines are not cut silently
+                        raise OSError(errno.EIO, f"a part's lines ended at {sent} of {size} bytes")
                     sent += n
                 return
             except OSError as exc:  # an output sendfile refuses (O_APPEND, a terminal): copied below

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from .cursor import Cursor
-from .lexer import DdlParseError, Token, normalize_sql, tokenize
+from .lexer import _WORD_RE, DdlParseError, Token, normalize_sql, tokenize
 from .parser import parse_statement
 from .statements import (
     AlterTable,
@@ -126,9 +126,9 @@ _ACCOUNTS = frozenset({"USER", "ROLE"})
 _LEAD_CHARS = 256  # enough for the leading words of any statement but one behind a long comment
 
 
-# A statement's leading word where it starts with a letter: the lexer's first token, its word
-# characters (``lexer._WORD_RE``), which no comment, quote or sql_mode can precede.
-_LEAD_WORD = re.compile(r"\s*([A-Za-z][0-9A-Za-z_$\u0080-\uffff]*)")
+# A statement's leading word where it starts with a letter: the lexer's first token (its word
+# characters), which no comment, quote or sql_mode can precede.
+_LEAD_WORD = re.compile(rf"\s*((?=[A-Za-z]){_WORD_RE.pattern})")
 
 
 def is_ddl(sql: str, sql_mode: int = 0) -> bool:
