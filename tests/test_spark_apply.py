@@ -1068,6 +1068,53 @@ def test_a_snapshot_chunk_deletes_the_rows_of_its_range_the_source_did_not_have(
     assert logged.count("CHUNK") == 2  # in the change log: a replay of it deletes the same rows
 
 
+def test_a_chunk_applied_with_the_next_micro_batch_keeps_the_keys_its_window_left_out(tmp_path: Path) -> None:
+    """A connectorx chunk is its range at H less the keys changed in its window (L, H]; their
+    changes come in a later micro-batch, at positions before H. Applied in one round with that
+    batch (the background apply's queue, catch_up after a crash), those changes come after the
+    chunk's range deletes, as they do in rounds of their own: nothing is lost."""
+
+    def inv(
+        op: str, offset: int, n: int, key: int | None, v: int | None, after: str | None = None
+    ) -> ChangeRow:
+        image = after if key is None else json.dumps({"id": key, "v": v}, separators=(",", ":"))
+        return ChangeRow(
+            op, "shop", "inv", None if key is None else json.dumps({"id": key}), None, image,
+            RowPosition("mysql-bin.000007", offset, n, None), dt.datetime(2026, 11, 21, tzinfo=dt.UTC), None, None,
+        )  # fmt: skip
+
+    whole = json.dumps({"lower": None, "upper": None})
+    batches = [
+        [inv("INSERT", 100, 0, 5, 5)],  # in the lake before the chunk, deleted in its window
+        # the chunk at H = 500, read in a window from L = 300: keys 2 and 5 changed in it
+        [inv("READ", 500, 0, 1, 1), inv("READ", 500, 1, 3, 3), inv("CHUNK", 500, 2, None, None, whole)],
+        [  # the stream after the chunk's micro-batch: the window's changes, then later ones
+            inv("INSERT", 400, 0, 2, 2), inv("INSERT", 410, 0, 5, 50),
+            inv("UPDATE", 600, 0, 3, 33)._replace(before='{"id":3,"v":3}'), inv("INSERT", 610, 0, 4, 4),
+        ],
+    ]  # fmt: skip
+    ddl = "CREATE TABLE shop.inv (id INT PRIMARY KEY, v INT)"
+    expected = [(1, 1), (2, 2), (3, 33), (4, 4), (5, 50)]
+    one_by_one = tmp_path / "one-by-one"
+    applier = ChangeApplier(one_by_one, schema_ddl=ddl)
+    for batch_id, rows in enumerate(batches):
+        applier(arrow_rows(rows), batch_id)
+    assert current_rows(one_by_one, "shop", "inv")[1] == expected
+    together = tmp_path / "together"
+    ChangeApplier(together, schema_ddl=ddl)(arrow_rows(batches[0]), 0)
+    log = ChangeLog(together)
+    for batch_id, rows in enumerate(batches[1:], 1):  # in the change log, not applied: a crash
+        log.write(arrow_rows(rows), batch_id)
+        log.commit(batch_id)
+    again = ChangeApplier(together, schema_ddl=ddl)
+    again.catch_up()  # batches 1 and 2 in one round
+    assert json.loads((together / "_pycanal" / "applied" / f"{2:020d}.json").read_text())["applied_with"] == [
+        1,
+        2,
+    ]
+    assert current_rows(together, "shop", "inv")[1] == expected
+
+
 def test_a_snapshot_declaration_of_a_table_without_ranged_chunks_empties_it(tmp_path: Path) -> None:
     """A re-snapshot of a table the lake has, whose chunks carry no key range the lake can test
     (a collated text key): the stream's delete before the declaration is skipped like every row

@@ -4,9 +4,12 @@ have when the chunk was read are deleted.
 A chunk's ``CHUNK`` row (after its ``READ`` rows, at their position) bounds its key range. The
 lake's rows in that range, and those the batch upserted before it, that are not among the chunk's
 rows and not changed after it were gone from the source: ``snapshot_ranges`` adds their deletes to
-the MERGE source. Only where the lake orders the key as the source does (``ranged_key``: integers,
-DECIMAL, dates, times with a date, bytes) or the chunk is the whole table; a table of another key
-is emptied where the snapshot declares it (``current_state``).
+the MERGE source. "After" is in the rows' order, not by position: a round applies its
+micro-batches one after another, and a later one brings the changes of the keys a connectorx read
+left out (its window's, at positions before the chunk's) after the chunk. Only where the lake
+orders the key as the source does (``ranged_key``: integers, DECIMAL, dates, times with a date,
+bytes) or the chunk is the whole table; a table of another key is emptied where the snapshot
+declares it (``current_state``).
 """
 
 from __future__ import annotations
@@ -90,7 +93,8 @@ def snapshot_ranges(
         candidates = candidates.filter(in_range([candidates.column(k) for k in keys], low, high))
         if not candidates.num_rows:
             continue
-        later = rows.at_or_after(idx, at[0], at[1] + 1)
+        # After the CHUNK row in the rows' order (the module docstring), not by position.
+        later = idx.filter(pc.greater(idx, c))
         position = rows.columns["position"]
         reads = idx.filter(
             pc.and_(
