@@ -151,9 +151,9 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     parsed: list[str] = []
     parse = MergeSource.parse
 
-    def spying(self: MergeSource, database: str, table: str, *args: Any) -> pa.Table:
+    def spying(self: MergeSource, database: str, table: str, *args: Any, **kwargs: Any) -> pa.Table:
         parsed.append(f"{database}.{table}")
-        return parse(self, database, table, *args)
+        return parse(self, database, table, *args, **kwargs)
 
     monkeypatch.setattr(MergeSource, "parse", spying)
     yield parsed
@@ -162,7 +162,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def outcome(target: Path, batches: list[Any], *, parse_only: bool, **options: Any) -> Any:
     """The tables after applying the batches (``parse_only``: without the reader), or the error."""
 
-    def refuse(*args: Any) -> pa.Table:
+    def refuse(*args: Any, **kwargs: Any) -> pa.Table:
         raise InexactRead("the row-by-row path only")
 
     real = MergeSource.read

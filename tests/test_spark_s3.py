@@ -300,3 +300,24 @@ def test_pycanal_and_delta_rs_writing_one_s3_table_lose_no_commit(s3_env: dict[s
     got = dict(zip(*(table.to_pyarrow_table().column(c).to_pylist() for c in ("id", "v")), strict=True))
     assert got == {**model, **theirs}
     assert table.transaction_version("app") == txn
+
+
+def test_snapshot_chunk_files_on_s3(s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshot chunks written as data files of their S3 table where they were read
+    (``chunk_files``): committed as they are, the lake the same as on disk."""
+    from pycanal.spark import cow
+    from test_spark_chunk_files import DDL, EXPECTED, _chunk_afters, history, lake_files
+
+    monkeypatch.setattr(cow, "_SMALL_ROWS", 2)  # vectors, not rewrites, for these tiny files
+    monkeypatch.setattr(cow, "_PURGE", 1.0)
+    lake = f"s3://lake/chunks_{uuid.uuid4().hex[:8]}"
+    batches = history(lake)  # type: ignore[arg-type]
+    applier = ChangeApplier(lake, schema_ddl=DDL)
+    for batch_id, rows in enumerate(batches):
+        applier(rows, batch_id)
+    path = table_path(lake, "shop", "inv")
+    assert read_table(path).sort_by("id").to_pylist() == [
+        dict(zip(("id", "v", "name"), r, strict=True)) for r in EXPECTED
+    ]
+    named = {json.loads(a)["file"]["name"] for a in _chunk_afters(batches)}
+    assert len(named) == 2 and named <= lake_files(lake)  # type: ignore[arg-type]

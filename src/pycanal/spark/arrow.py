@@ -1,12 +1,14 @@
-"""Arrow helpers the apply and the current-state writer share: positions, and takes that slice
-where the rows they take are blocks of consecutive ones."""
+"""Arrow helpers the apply and the current-state writer share: positions, takes that slice
+where the rows they take are blocks of consecutive ones, and key ranges."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["arange", "take", "take_in_blocks"]
+__all__ = ["arange", "in_range", "take", "take_in_blocks"]
 
 
 def arange(n: int) -> pa.Array:
@@ -36,3 +38,24 @@ def take_in_blocks(table: pa.Table, order: pa.Array, max_blocks: int = 256) -> p
     return pa.concat_tables(
         [table.slice(order[a].as_py(), b - a) for a, b in zip(starts, stops, strict=True)]
     )
+
+
+def in_range(columns: list[Any], low: list | None, high: list | None) -> Any:
+    """Whether each key (``columns``, lexicographically) is at least ``low`` and below ``high``."""
+
+    def compare(bound: list, strict: Any, last: Any) -> Any:
+        values = [  # uint64 past int64
+            b if isinstance(b, pa.Scalar) else pa.scalar(b, col.type)
+            for col, b in zip(columns, bound, strict=True)
+        ]
+        mask = last(columns[-1], values[-1])
+        for col, b in zip(reversed(columns[:-1]), reversed(values[:-1]), strict=True):
+            mask = pc.or_(strict(col, b), pc.and_(pc.equal(col, b), mask))
+        return mask
+
+    mask = pa.repeat(True, len(columns[0]) if columns else 0)
+    if low is not None:
+        mask = pc.and_(mask, compare(low, pc.greater, pc.greater_equal))
+    if high is not None:
+        mask = pc.and_(mask, compare(high, pc.less, pc.less))
+    return mask

@@ -56,6 +56,7 @@ class SnapshotOptions(NamedTuple):
     signals: LakePath | None  # the directory of ad-hoc snapshot requests
     reader: str  # connectorx (a chunk's binlog window read by the executor) or pymysql
     server_ids: range  # the window reads' replica ids, one per chunk of a micro-batch
+    lake: LakePath | None = None  # where executors write a chunk's current-state data file (``chunk_files``)
 
 
 class CanalOptions(NamedTuple):
@@ -88,6 +89,7 @@ _SNAPSHOT_ONLY = (
     "snapshotParallelism",
     "snapshotReader",
     "snapshotServerIds",
+    "snapshotLake",
 )
 
 
@@ -172,7 +174,7 @@ def snapshot_options(options: dict[str, str]) -> SnapshotOptions | None:
             f"{len(server_ids)} ids, fewer than {{snapshotParallelism}} ({parallelism}): each chunk of a "
             "micro-batch reads its binlog window as a replica of its own",
         )
-    signals = options.get("snapshotsignals")
+    signals, lake = options.get("snapshotsignals"), options.get("snapshotlake")
     return SnapshotOptions(
         *at,
         options.get("sourceuser", ""),
@@ -183,6 +185,7 @@ def snapshot_options(options: dict[str, str]) -> SnapshotOptions | None:
         lake_path(signals) if signals else None,
         reader,
         server_ids,
+        lake_path(lake) if lake else None,
     )
 
 

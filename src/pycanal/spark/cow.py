@@ -47,7 +47,7 @@ from deltalake import DeltaTable, WriterProperties
 
 from pycanal.storage import LakePath, lake_path
 
-from .arrow import arange, take_in_blocks
+from .arrow import arange, in_range, take_in_blocks
 from .delta import dv
 from .delta.checkpoint import from_log
 from .delta.commit import FileAction, commit, merge_actions, vectors_actions
@@ -55,7 +55,16 @@ from .delta.log import live_adds
 from .delta.rs import delta_table
 from .delta.tablestate import conform, has_vectors, read_rows
 
-__all__ = ["CONTENTS", "WRITER_PROPERTIES", "Contents", "KeyedTable", "refused", "unsupported"]
+__all__ = [
+    "CONTENTS",
+    "WRITER_PROPERTIES",
+    "ChunkFile",
+    "Contents",
+    "KeyedTable",
+    "refused",
+    "unsupported",
+    "write_data_file",
+]
 
 # invariants/appendOnly: checked unused; deletionVectors: read and written here; variantType:
 # delta-rs adds it to a version 7 table's protocol on any property change, and a current-state
@@ -151,6 +160,21 @@ class _File:
     stats: str | None = None  # as committed (kept where a deletion vector is added to the file)
     vector: dict[str, Any] | None = None  # its deletion vector's descriptor
     rows: int | None = None  # rows in the file (those a vector hides too), None where unknown
+
+
+@dataclass(frozen=True)
+class ChunkFile:
+    """A data file of the table that another process wrote (a snapshot chunk's, by the executor
+    that read it: ``chunk_files``) and no log entry names yet: ``write`` commits it in place of
+    every row of its key range, ``low`` to ``high`` (the key columns' bounds as the table types
+    them; None: open)."""
+
+    name: str
+    size: int
+    stats: str  # its Delta statistics (``write_data_file``'s)
+    rows: int
+    low: list | None
+    high: list | None
 
 
 # Files of fewer than _SMALL_ROWS rows are small: rewritten when a change touches them, and all
@@ -347,16 +371,21 @@ class KeyedTable:
         return self.txn is not None and self.txn >= txn
 
     # ------------------------------------------------------------------ write
-    def write(self, upserts: pa.Table, deletes: pa.Table, txn: int, metadata: dict[str, Any]) -> bool:
+    def write(
+        self, upserts: pa.Table, deletes: pa.Table, txn: int, metadata: dict[str, Any],
+        chunks: list[ChunkFile] | tuple[()] = (),
+    ) -> bool:  # fmt: skip
         """Replace the rows of ``upserts``' and ``deletes``' keys by ``upserts`` (rows of the table's
-        schema; ``deletes``: key columns; no key twice) in one commit with transaction id ``txn``.
+        schema; ``deletes``: key columns; no key twice) in one commit with transaction id ``txn``;
+        each of ``chunks`` (disjoint ranges; a table with deletion vectors and an integer range key,
+        without a user's columns) replaces its key range's rows first, less its rows of those keys.
         False (nothing written) when the table is not, or no longer, one this class may write."""
         keys, gone = upserts.select(self.keys), deletes.select(self.keys)
         changed = pa.concat_tables([keys, gone if gone.schema == keys.schema else gone.cast(keys.schema)])
         attempt = 0
         while self.writable:  # a table can stop being one by the commit that got in first
             try:
-                self._write(upserts, changed, txn, metadata)
+                self._write(upserts, changed, txn, metadata, chunks)
                 return True
             except _NotCommitted:
                 if not self.writable:
@@ -373,18 +402,46 @@ class KeyedTable:
                     return True
         return False
 
-    def _write(self, upserts: pa.Table, changed: pa.Table, txn: int, metadata: dict[str, Any]) -> None:
-        touched = self._touching(changed)
+    def _write(
+        self, upserts: pa.Table, changed: pa.Table, txn: int, metadata: dict[str, Any],
+        chunks: list[ChunkFile] | tuple[()] = (),
+    ) -> None:  # fmt: skip
+        # A chunk's file joins the live files first, so that the changed keys mark (or rewrite)
+        # its rows as any file's; its range's rows in the other files go as if changed.
+        pending = {c.name for c in chunks}
+        ranges = [(c.low, c.high) for c in chunks]
+        if chunks and not (
+            self.deletion_vectors and self.vectors and self.range_key == self.keys[0] and not self.extra
+        ):
+            raise ValueError(
+                f"{self.path}: chunk files need deletion vectors and an integer first key column"
+            )
+        for c in chunks:
+            stats = json.loads(c.stats)
+            low, high = (stats[m].get(self.range_key) for m in ("minValues", "maxValues"))
+            self.files[c.name] = _File(c.size, low, high, c.stats, rows=c.rows)
+        try:
+            self._write_files(upserts, changed, txn, metadata, pending, ranges)
+        except BaseException:
+            for name in pending:
+                self.files.pop(name, None)
+            raise
+
+    def _write_files(
+        self, upserts: pa.Table, changed: pa.Table, txn: int, metadata: dict[str, Any],
+        pending: set[str], ranges: list[tuple[list | None, list | None]],
+    ) -> None:  # fmt: skip
+        touched = self._touching(changed, ranges, pending)
         marked: dict[str, np.ndarray] = {}
         if self.deletion_vectors and self.vectors:
-            touched, marked = self._mark(touched, changed)
+            touched, marked = self._mark(touched, changed, ranges, pending)
         done = {*touched, *marked}
         rest = [p for p in self.files if p not in done and self._small(p)]
         if len(rest) >= _MAX_SMALL:
             touched += rest  # merged with this write's rows
         if self.extra:
             upserts = self._with_extra(upserts, touched, marked)
-        kept = [self._without(self._live(p), changed) for p in touched]
+        kept = [self._without(self._live(p), changed, [] if p in pending else ranges) for p in touched]
         new = pa.concat_tables([*kept, upserts]).combine_chunks()
         parts = self._cut(new) if new.num_rows else []
         added, vector_file = [], None
@@ -392,7 +449,9 @@ class KeyedTable:
             for part in parts:
                 added.append(self._write_file(part))
             readded, vector_file = self._vectors(marked)
-            self._commit(touched, added, txn, metadata, len(upserts), len(changed) - len(upserts), readded)
+            adopted = [(p, self.files[p]) for p in pending if p not in marked and p not in touched]
+            self._commit(touched, added, txn, metadata, len(upserts), len(changed) - len(upserts), readded,
+                         adopted, pending)  # fmt: skip
         except BaseException:
             for name, *_ in added:
                 (self.path / name).unlink()  # in no log entry
@@ -403,6 +462,8 @@ class KeyedTable:
             del self.files[p]
             self._deleted.pop(p, None)
             self.contents.drop(self.path / p)
+            if p in pending:
+                (self.path / p).unlink()  # a chunk's file rewritten before any entry named it
         for p, f in readded:
             self.files[p] = f
             self._deleted[p] = marked[p]
@@ -424,9 +485,13 @@ class KeyedTable:
         size = math.ceil(new.num_rows / n)
         return [new.slice(i, size) for i in range(0, new.num_rows, size)]
 
-    def _mark(self, touched: list[str], changed: pa.Table) -> tuple[list[str], dict[str, np.ndarray]]:
+    def _mark(
+        self, touched: list[str], changed: pa.Table, ranges: list[tuple[list | None, list | None]] = (),
+        pending: set[str] = frozenset(),
+    ) -> tuple[list[str], dict[str, np.ndarray]]:  # fmt: skip
         """Which of the ``touched`` files to rewrite, and the others' deleted positions once the
-        rows of the changed keys are added to them (files where no live row has one: neither)."""
+        rows of the changed keys (and, but in the ``pending`` files, of the key ``ranges``) are
+        added to them (files where no live row has one: neither)."""
         rewrite, marked = [], {}
         for p in touched:
             if self._small(p):
@@ -435,11 +500,14 @@ class KeyedTable:
             keys = self._keys(p)
             if len(self.keys) == 1:
                 hit = pc.is_in(keys.column(0), value_set=changed.column(self.keys[0]).combine_chunks())
-                rows = np.flatnonzero(hit.to_numpy(zero_copy_only=False)).astype(np.uint64)
             else:
                 numbered = keys.append_column("__row", arange(keys.num_rows))
-                hit = numbered.join(changed, self.keys, join_type="left semi").column("__row")
-                rows = np.sort(hit.to_numpy()).astype(np.uint64)
+                joined = numbered.join(changed, self.keys, join_type="left semi").column("__row")
+                hit = pc.is_in(arange(keys.num_rows), value_set=joined.combine_chunks())
+            gone = None if p in pending else _in_ranges(keys, ranges)
+            if gone is not None:
+                hit = pc.or_(hit, gone)
+            rows = np.flatnonzero(hit.to_numpy(zero_copy_only=False)).astype(np.uint64)
             deleted = self._vector(p)
             at = np.searchsorted(deleted, rows)  # a few positions into a sorted vector: no sort of both
             there = np.zeros(len(rows), bool)
@@ -488,21 +556,30 @@ class KeyedTable:
             rows = self._deleted[name] = dv.positions(self.files[name].vector, self.path)
         return rows
 
-    def _touching(self, changed: pa.Table) -> list[str]:
-        """The live files that may hold a changed key."""
+    def _touching(
+        self, changed: pa.Table, ranges: list[tuple[list | None, list | None]] = (), pending: set[str] = frozenset()
+    ) -> list[str]:  # fmt: skip
+        """The live files that may hold a changed key, or (but the ``pending`` ones) a key of ``ranges``."""
         if self.range_key is None or not self.files:
             return list(self.files)
         # Python values compare as Arrow's do here (integers; UTF-8 texts by code point = by byte),
         # and a bisection a file costs less than an Arrow call over the keys.
         keys = sorted(k for k in changed.column(self.range_key).to_pylist() if k is not None)
+        spans = [
+            (None if lo is None else _py(lo[0]), None if hi is None else _py(hi[0])) for lo, hi in ranges
+        ]
         out = []
         for p, f in self.files.items():
             if f.low is None or f.high is None:
                 out.append(p)
-            else:
-                i = bisect.bisect_left(keys, f.low)
-                if i < len(keys) and keys[i] <= f.high:
-                    out.append(p)
+                continue
+            i = bisect.bisect_left(keys, f.low)
+            if i < len(keys) and keys[i] <= f.high:
+                out.append(p)
+            elif p not in pending and any(
+                (lo is None or f.high >= lo) and (hi is None or f.low <= hi) for lo, hi in spans
+            ):
+                out.append(p)
         return out
 
     def key_rows(self, low: Any = None, high: Any = None) -> pa.Table:
@@ -570,7 +647,13 @@ class KeyedTable:
             upserts = upserts.append_column(f, before.column(f.name).take(index))
         return upserts.select(self.schema.names)
 
-    def _without(self, data: pa.Table, changed: pa.Table) -> pa.Table:
+    def _without(
+        self, data: pa.Table, changed: pa.Table, ranges: list[tuple[list | None, list | None]] = ()
+    ) -> pa.Table:  # fmt: skip
+        """``data`` less the rows of the changed keys and of the key ``ranges``."""
+        gone = _in_ranges(data.select(self.keys), ranges)
+        if gone is not None:
+            data = data.filter(pc.invert(gone))
         if len(self.keys) == 1:
             k = self.keys[0]
             return data.filter(
@@ -581,19 +664,11 @@ class KeyedTable:
         return data.take(rows.join(changed, self.keys, join_type="left anti").column("__row"))
 
     def _write_file(self, data: pa.Table) -> tuple[str, _File, str]:
-        codec = "zstd" if data.nbytes >= _ZSTD_FROM_BYTES else "snappy"
-        name = f"{_PREFIX}{uuid.uuid4()}.{codec}.parquet"
-        # No dictionary pages: keys are unique and a small file's other columns rarely repeat enough
-        # to pay for hashing every value (a 5,745-row file: 3.4 -> 2.7 ms a write; bench/lake.py's soak).
-        # An open stream, not a path: pyarrow resolves a path's filesystem every call.
-        with (self.path / name).output_stream() as out:
-            pq.write_table(data, out, compression=codec, use_dictionary=False)
-            size = out.tell()
-        stats = _stats(data, self.range_key)
+        name, size, text = write_data_file(self.path, data, self.range_key)
         low = high = None
         if self.range_key is not None:
+            stats = json.loads(text)
             low, high = stats["minValues"][self.range_key], stats["maxValues"][self.range_key]
-        text = json.dumps(stats, separators=(",", ":"))
         return name, _File(size, low, high, text, rows=data.num_rows), text
 
     # ------------------------------------------------------------------ upkeep
@@ -616,17 +691,21 @@ class KeyedTable:
     def _commit(
         self, removed: list[str], added: list[tuple[str, _File, str]], txn: int, metadata: dict[str, Any],
         upserts: int, deletes: int, readded: list[tuple[str, _File]] = (),
+        adopted: list[tuple[str, _File]] = (), pending: set[str] = frozenset(),
     ) -> None:  # fmt: skip
         """Commit the write: ``removed`` files gone, ``added`` ones new, ``readded`` ones with a new
-        deletion vector (removed and added again)."""
+        deletion vector (removed and added again), ``adopted`` ones (of the ``pending`` files,
+        which no entry named before) added as they are."""
         files = self.files
         removes = [
-            FileAction(p, files[p].size, vector=files[p].vector) for p in [*removed, *(p for p, _ in readded)]
+            FileAction(p, files[p].size, vector=files[p].vector)
+            for p in [*removed, *(p for p, _ in readded)]
+            if p not in pending
         ]
         adds = [FileAction(name, f.size, stats, f.vector) for name, f, stats in added]
-        adds += [FileAction(p, f.size, f.stats, f.vector) for p, f in readded]
+        adds += [FileAction(p, f.size, f.stats, f.vector) for p, f in [*readded, *adopted]]
         metrics = {"num_source_rows": upserts + deletes, "num_target_files_removed": len(removed),
-                   "num_target_files_added": len(added), "num_deletion_vectors_added": len(readded)}  # fmt: skip
+                   "num_target_files_added": len(added) + len(adopted), "num_deletion_vectors_added": len(readded)}  # fmt: skip
         self._link(merge_actions(self.keys, self.app_id, self.version, txn, metadata, removes, adds, metrics))
 
     def _link(self, actions: list[dict[str, Any]]) -> None:
@@ -641,6 +720,36 @@ class KeyedTable:
             # no hard links here (some network and FUSE filesystems): delta-rs writes it
             self.why_not = f"no hard links in {log_dir}: {exc.strerror or exc}"
         raise _NotCommitted
+
+
+def write_data_file(directory: LakePath, data: pa.Table, range_key: str | None) -> tuple[str, int, str]:
+    """``data`` as a new data file of the table in ``directory``: its name, size and Delta
+    statistics (exact bounds of ``range_key``)."""
+    codec = "zstd" if data.nbytes >= _ZSTD_FROM_BYTES else "snappy"
+    name = f"{_PREFIX}{uuid.uuid4()}.{codec}.parquet"
+    # No dictionary pages: keys are unique and a small file's other columns rarely repeat enough
+    # to pay for hashing every value (a 5,745-row file: 3.4 -> 2.7 ms a write; bench/lake.py's soak).
+    # An open stream, not a path: pyarrow resolves a path's filesystem every call.
+    with (directory / name).output_stream() as out:
+        pq.write_table(data, out, compression=codec, use_dictionary=False)
+        size = out.tell()
+    return name, size, json.dumps(_stats(data, range_key), separators=(",", ":"))
+
+
+def _in_ranges(keys: pa.Table, ranges: list[tuple[list | None, list | None]]) -> pa.Array | None:
+    """Whether each key (the key columns) is in one of ``ranges``; None without ranges."""
+    if not ranges or not keys.num_rows:
+        return None
+    columns = [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
+    masks = [in_range(columns, low, high) for low, high in ranges]
+    out = masks[0]
+    for mask in masks[1:]:
+        out = pc.or_(out, mask)
+    return out
+
+
+def _py(value: Any) -> Any:
+    return value.as_py() if isinstance(value, pa.Scalar) else value
 
 
 def _stats(data: pa.Table, key: str | None) -> dict[str, Any]:

@@ -46,13 +46,14 @@ from pycanal.parse.ddl import (
 from pycanal.parse.meta import SchemaApplyError, SchemaModel, Table
 from pycanal.storage import LakePath, lake_path
 
-from .arrow import arange
+from .arrow import arange, in_range
 from .batch import ApplyError, BatchRows, position_order
-from .cow import CONTENTS, WRITER_PROPERTIES, Contents, KeyedTable
+from .chunk_files import adoptable
+from .cow import CONTENTS, WRITER_PROPERTIES, ChunkFile, Contents, KeyedTable
 from .current import database_path, table_path
 from .delta.rs import delta_table, is_delta_table
 from .maintenance import Maintenance
-from .merge_source import OP, MergeSource
+from .merge_source import LAST, OP, MergeSource
 from .rows import CHUNK, SNAPSHOT_DDL
 from .snapshot_ranges import ranged_key, snapshot_ranges
 from .tables import open_table, rewrite
@@ -100,6 +101,17 @@ Writer = Callable[[MergeContext, list[MergeWork]], tuple[list[Failure | None], d
 
 def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def _after_chunks(source: pa.Table, plan: MergeSource, taken: list[tuple[int, ChunkFile]]) -> pa.Table:
+    """``source`` (with ``LAST``) less the keys of a taken chunk's range whose last change comes
+    before the chunk's ``CHUNK`` row: the chunk's file has them as they were then."""
+    keys = [source.column(c.name).combine_chunks() for c in plan.keys]
+    last = source.column(LAST).combine_chunks()
+    drop = pa.repeat(False, source.num_rows)
+    for row, f in taken:
+        drop = pc.or_(drop, pc.and_(in_range(keys, f.low, f.high), pc.less(last, row)))
+    return source.drop_columns([LAST]).filter(pc.invert(drop))
 
 
 class CurrentState:
@@ -318,20 +330,46 @@ class CurrentState:
         if rows.chunks:
             is_chunk = pc.equal(rows.columns["op"].take(idx), CHUNK)
             chunks, idx = idx.filter(is_chunk), idx.filter(pc.invert(is_chunk))
-        source = plan.build(database, table, first, idx, rows)
+        # Built before the table is opened where it can be: a row the model cannot key says so first.
+        source = None if len(chunks) else plan.build(database, table, first, idx, rows)
         keys = [name for name, _ in t.primary_key]
         target = self._open(database, table, t)
         version = self.batch_id * STEPS_PER_BATCH + step
         if target.committed(version):
             return
+        taken: list[tuple[int, ChunkFile]] = []
+        rest = idx  # the rows but those of the chunks taken as files
         if len(chunks):
-            source = snapshot_ranges(plan, target, rows, idx, chunks, source)
+            taken, rest, unused = adoptable(plan, target, rows, idx, chunks)
+            for path in unused:
+                path.unlink()  # a chunk's file the table does not take: its READ rows stand for it
         try:
-            data = source.drop_columns([OP])
-            n = pc.index(source.column(OP), "D").as_py()  # upserts first, then deletes
-            n = source.num_rows if n < 0 else n
-            upserts, deletes = data.slice(0, n), data.slice(n).select(keys)
-            if not (target.writable and target.write(upserts, deletes, version, self._metadata(step))):
+            while True:
+                if taken:
+                    source = _after_chunks(
+                        plan.build(database, table, first, rest, rows, last=True), plan, taken
+                    )
+                    left = chunks.filter(
+                        pc.invert(pc.is_in(chunks, value_set=pa.array([c for c, _ in taken])))
+                    )
+                    source = snapshot_ranges(plan, target, rows, rest, left, source) if len(left) else source
+                elif source is None:
+                    source = plan.build(database, table, first, idx, rows)
+                    source = (
+                        snapshot_ranges(plan, target, rows, idx, chunks, source) if len(chunks) else source
+                    )
+                data = source.drop_columns([OP])
+                n = pc.index(source.column(OP), "D").as_py()  # upserts first, then deletes
+                n = source.num_rows if n < 0 else n
+                upserts, deletes = data.slice(0, n), data.slice(n).select(keys)
+                files = [f for _, f in taken]
+                if target.writable and target.write(upserts, deletes, version, self._metadata(step), files):
+                    break
+                if taken:  # another writer's commit made the table one this writer may not write
+                    taken, source = [], None
+                    for f in files:
+                        (target.path / f.name).unlink()
+                    continue  # the chunks' rows from their images, MERGEd
                 predicate = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
                 (
                     target.delta()
@@ -349,6 +387,7 @@ class CurrentState:
                     .execute()
                 )
                 target.reload()
+                break
         except BaseException:
             self.tables.pop(str(table_path(self.root, database, table)), None)  # read it again
             raise

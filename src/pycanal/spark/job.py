@@ -143,7 +143,7 @@ def source_options(
         "zkServers": zk_servers or None, "batchSize": batch_size or None, "batchBytes": batch_bytes or None,
         "stallTimeout": stall_timeout, "stage": stage_dir(lake) if stage else None, "snapshot": snapshot,
         "source": source or None, "sourceUser": source_user or None, "sourcePassword": source_password or None,
-        "snapshotSignals": snapshot_requests(lake) if source else None,
+        "snapshotSignals": snapshot_requests(lake) if source else None, "snapshotLake": lake if source else None,
         "snapshotChunkRows": snapshot_chunk_rows, "snapshotParallelism": snapshot_parallelism,
         "snapshotReader": snapshot_reader, "snapshotServerIds": snapshot_server_ids,
     }  # fmt: skip

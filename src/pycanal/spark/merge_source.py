@@ -39,9 +39,10 @@ from .types import (
     read_images,
 )
 
-__all__ = ["OP", "SMALL", "MergeSource"]
+__all__ = ["LAST", "OP", "SMALL", "MergeSource"]
 
 OP = "__pycanal_op"  # the source's column: U (upsert) or D (delete)
+LAST = "__pycanal_last"  # with ``last=True``: the row (of the batch) of each key's last change
 _UPSERT, _DELETE = pa.scalar("U"), pa.scalar("D")
 # Below this many rows a table's images are parsed one by one: pyarrow's JSON reader costs ~1 ms a
 # call, which 1-row transactions over 200 tables pay 200 times a micro-batch (3-column table:
@@ -62,21 +63,23 @@ class MergeSource:
             self.schema = pa.schema([arrow_field(c) for c in t.columns])
         except ColumnTypeError as exc:
             raise ApplyError(f"{t.schema}.{t.name}: {exc}") from None
-        self.table = t
+        self.table, self.zero_dates = t, zero_dates
         by_name = {c.name: c for c in t.columns}
         self.keys: list[Column] = [by_name[name] for name, _ in t.primary_key if name in by_name]
         self.readable = len(self.keys) == len(t.primary_key) and all(_readable_key(c) for c in self.keys)
         self.source_schema = self.schema.append(pa.field(OP, pa.string()))
 
-    def build(self, database: str, table: str, first: str, idx: pa.Array, rows: BatchRows) -> pa.Table:
+    def build(
+        self, database: str, table: str, first: str, idx: pa.Array, rows: BatchRows, *, last: bool = False
+    ) -> pa.Table:
         """The source of the rows ``idx`` (of ``database.table``, binlog order; ``first``: where
-        its rows start, for messages)."""
+        its rows start, for messages); ``last``: with a column ``LAST``."""
         if self.readable and len(idx) >= SMALL:
             try:
-                return self.read(idx, rows)
+                return self.read(idx, rows, last=last)
             except (pa.ArrowException, ValueError):
                 pass  # parsed one by one instead, which also says what is wrong if anything is
-        return self.parse(database, table, first, idx, rows)
+        return self.parse(database, table, first, idx, rows, last=last)
 
     def typed_keys(self, texts: pa.Array, *, images: bool = False) -> pa.Table:
         """The keys of pk texts (or of whole row images) as the current-state table types them."""
@@ -91,13 +94,16 @@ class MergeSource:
             arrays.append(build(pa.chunked_array(read.column(c.name).chunks, json_type(c))))
         return pa.table(dict(zip(names, arrays, strict=True)))
 
-    def _source(self, arrays: list[ArrowValues], upserts: int, deletes: int) -> pa.Table:
+    def _source(
+        self, arrays: list[ArrowValues], upserts: int, deletes: int, last: pa.Array | None = None
+    ) -> pa.Table:
         """The upserted rows, then the deleted keys; the order is kept by ``snapshot_ranges``, and
-        the writer splits the two by it."""
+        the writer splits the two by it. ``last``: the rows of their last changes."""
         op = pa.concat_arrays([pa.repeat(_UPSERT, upserts), pa.repeat(_DELETE, deletes)])
-        return pa.Table.from_arrays([*arrays, op], schema=self.source_schema)
+        source = pa.Table.from_arrays([*arrays, op], schema=self.source_schema)
+        return source if last is None else source.append_column(LAST, last)
 
-    def read(self, idx: pa.Array, rows: BatchRows) -> pa.Table:
+    def read(self, idx: pa.Array, rows: BatchRows, *, last: bool = False) -> pa.Table:
         """The source from the images as ``read_images`` reads them, which raises where ``parse``
         could differ (it is the same otherwise)."""
         t = self.table
@@ -141,9 +147,14 @@ class MergeSource:
             k = key_of.get(c.name)
             gone = [pa.nulls(deletes.num_rows, json_type(c))] if k is None else deletes[k].chunks
             arrays.append(build(pa.chunked_array(after[c.name].chunks + gone, json_type(c))))
-        return self._source(arrays, after.num_rows, deletes.num_rows)
+        at = None
+        if last:
+            at = idx.take(pa.concat_arrays([upserts, deletes["row"].combine_chunks()])).cast(pa.int64())
+        return self._source(arrays, after.num_rows, deletes.num_rows, at)
 
-    def parse(self, database: str, table: str, first: str, idx: pa.Array, rows: BatchRows) -> pa.Table:
+    def parse(
+        self, database: str, table: str, first: str, idx: pa.Array, rows: BatchRows, *, last: bool = False
+    ) -> pa.Table:
         """The source from the images parsed one by one (``json.loads``)."""
         t = self.table
         keys = [name for name, _ in t.primary_key]
@@ -163,7 +174,8 @@ class MergeSource:
                 ) from None
 
         # Keys are compared as parsed values, whatever the spacing of the JSON texts.
-        last: dict[tuple, tuple[str, Any]] = {}  # key -> ("U", p) or ("D", key values); p: index in row
+        # key -> ("U", p) or ("D", key values), and p; p: index in row
+        final: dict[tuple, tuple[str, Any, int]] = {}
         for p, op in enumerate(ops):
             pk = _loads(pks[p])
             key = key_of(pk, p)
@@ -171,12 +183,13 @@ class MergeSource:
                 old = _loads(befores[p])
                 old_key = key_of(old, p)
                 if old_key != key:  # the key changed: the old one is deleted
-                    last[old_key] = ("D", {k: old[k] for k in keys})
-            last[key] = ("D", pk) if op == "DELETE" else ("U", p)
-        upserts, deletes, origin = [], [], []  # origin: the row of each upsert
-        for kind, v in last.values():
+                    final[old_key] = ("D", {k: old[k] for k in keys}, p)
+            final[key] = ("D", pk, p) if op == "DELETE" else ("U", p, p)
+        upserts, deletes, origin, gone = [], [], [], []  # origin, gone: the rows of the upserts, deletes
+        for kind, v, p in final.values():
             if kind == "D":
                 deletes.append(v)
+                gone.append(row[p])
             else:
                 origin.append(v)
                 image = _loads(afters[v])
@@ -207,7 +220,8 @@ class MergeSource:
                 raise ApplyError(f"{database}.{table} ({where}): {exc}") from None
             except (pa.ArrowException, OverflowError, ValueError, TypeError) as exc:
                 raise ApplyError(f"{database}.{table} ({first}): column `{name}`: {exc}") from None
-        return self._source(arrays, len(upserts), len(deletes))
+        at = pa.array([row[p] for p in origin] + gone, pa.int64()) if last else None
+        return self._source(arrays, len(upserts), len(deletes), at)
 
 
 def _readable_key(col: Column) -> bool:

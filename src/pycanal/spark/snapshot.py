@@ -52,10 +52,12 @@ from pycanal.snapshot import (
 )
 from pycanal.snapshot.chunks import Chunk, EvenRanges, even_ranges, next_upper
 from pycanal.snapshot.reader import ChunkRead, connect
+from pycanal.snapshot.tables import text
 from pycanal.snapshot.window import ChunkColumns, Source, read_chunk_window
 from pycanal.storage import LakePath, lake_path
 
 from .canal_options import SIGNALS_MARK, SnapshotOptions
+from .chunk_files import write_chunk_file
 from .rows import RowPosition
 from .snapshot_rows import SnapshotRows
 from .stage import stage_rows
@@ -284,10 +286,11 @@ def read_snapshot_partition(
                 read = read_chunk_window(conn, source, table, chunk, server_id)
             else:  # a table without a key has no keys to reconcile: one consistent snapshot
                 read = read_chunk(conn, table, chunk)
+            create = _create_table(conn, table) if opts.lake is not None and table.key else None
     if partition.schema is not None:
         yield from SnapshotRows().batches([schema_read])
         return
-    batches = SnapshotRows().batches([read])
+    batches = SnapshotRows().batches([read], chunk_file=_chunk_file(opts, create))
     if stage is None:
         yield from batches
         return
@@ -297,6 +300,25 @@ def read_snapshot_partition(
     )
     if staged is not None:
         yield staged
+
+
+def _create_table(conn: Any, table: SourceTable) -> str | None:
+    """The table's CREATE TABLE statement now (None: dropped): the typing of its chunk's file,
+    which the driver takes only where its schema model types the table alike."""
+    with conn.cursor() as cur:
+        try:
+            cur.execute(f"SHOW CREATE TABLE {table.qualified}")
+        except pymysql.err.ProgrammingError:
+            return None
+        return text(cur.fetchall()[0][1])
+
+
+def _chunk_file(opts: SnapshotOptions, create: str | None) -> Any:
+    """``SnapshotRows.batches``' ``chunk_file`` for a chunk of the table ``create`` declares."""
+    if opts.lake is None or create is None:
+        return None
+    lake = opts.lake
+    return lambda read, afters: write_chunk_file(lake, read, create, afters)
 
 
 _conn: tuple[SnapshotOptions, Any] | None = None  # this process's source connection

@@ -15,20 +15,19 @@ declares it (``current_state``).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pycanal.parse.meta import Table
 
-from .arrow import arange, take
+from .arrow import arange, in_range, take
 from .batch import BatchRows
 from .cow import KeyedTable
 from .merge_source import OP, MergeSource
 from .types import arrow_type
 
-__all__ = ["in_range", "ranged_key", "snapshot_ranges"]
+__all__ = ["chunk_bound", "ranged_key", "snapshot_ranges"]
 
 
 def ranged_key(t: Table) -> bool:
@@ -45,27 +44,6 @@ def _ordered_as_source(a: pa.DataType) -> bool:
         pa.types.is_integer(a) or pa.types.is_decimal(a) or pa.types.is_date32(a) or pa.types.is_timestamp(a)
         or pa.types.is_binary(a)
     )  # fmt: skip
-
-
-def in_range(columns: list[Any], low: list | None, high: list | None) -> Any:
-    """Whether each key (``columns``, lexicographically) is at least ``low`` and below ``high``."""
-
-    def compare(bound: list, strict: Any, last: Any) -> Any:
-        values = [  # uint64 past int64
-            b if isinstance(b, pa.Scalar) else pa.scalar(b, col.type)
-            for col, b in zip(columns, bound, strict=True)
-        ]
-        mask = last(columns[-1], values[-1])
-        for col, b in zip(reversed(columns[:-1]), reversed(values[:-1]), strict=True):
-            mask = pc.or_(strict(col, b), pc.and_(pc.equal(col, b), mask))
-        return mask
-
-    mask = pa.repeat(True, len(columns[0]) if columns else 0)
-    if low is not None:
-        mask = pc.and_(mask, compare(low, pc.greater, pc.greater_equal))
-    if high is not None:
-        mask = pc.and_(mask, compare(high, pc.less, pc.less))
-    return mask
 
 
 def snapshot_ranges(
@@ -87,7 +65,7 @@ def snapshot_ranges(
         bounds = json.loads(rows.columns["after"][c].as_py())
         if not ranged and (bounds["lower"] is not None or bounds["upper"] is not None):
             continue  # a range of keys the lake orders otherwise: emptied at its declaration
-        low, high = (_bound(plan, bounds[end]) for end in ("lower", "upper"))
+        low, high = (chunk_bound(plan, bounds[end]) for end in ("lower", "upper"))
         lake = target.key_rows(low and low[0].as_py(), high and high[0].as_py()).cast(upserted.schema)
         candidates = pa.concat_tables([lake, upserted])
         candidates = candidates.filter(in_range([candidates.column(k) for k in keys], low, high))
@@ -131,7 +109,7 @@ def snapshot_ranges(
     return pa.concat_tables([kept, more.cast(kept.schema)])  # upserts still first
 
 
-def _bound(plan: MergeSource, bound: str | list | None) -> list[pa.Scalar] | None:
+def chunk_bound(plan: MergeSource, bound: str | list | None) -> list[pa.Scalar] | None:
     """A ``CHUNK`` row's bound as the current-state table types its key: from its key image, or
     (the integer list of lakes written before images) from the numbers."""
     if bound is None:

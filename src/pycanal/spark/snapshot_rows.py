@@ -10,7 +10,7 @@ EXISTS`` led by ``rows.SNAPSHOT_DDL``: the lake learns the tables that existed b
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from json.encoder import encode_basestring as _jstr  # = json.dumps(str, ensure_ascii=False)
 from typing import Any
 
@@ -70,19 +70,28 @@ class SnapshotRows(RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
             if chunk is not None:
                 yield chunk
 
-    def _chunk_run(self, read: ChunkRead | ChunkColumns) -> Run | None:
-        """The chunk's ``CHUNK`` row (numbered after its READ rows), None without one."""
+    def _chunk_run(self, read: ChunkRead | ChunkColumns, file: dict | None = None) -> Run | None:
+        """The chunk's ``CHUNK`` row (numbered after its READ rows), None without one; ``file``:
+        the chunk's current-state data file (``chunk_files``)."""
         bounds = _chunk_bounds(read)
         if bounds is None:
             return None
+        if file is not None:
+            bounds = json.dumps({**json.loads(bounds), "file": file})
         t = read.table
         return Run(CHUNK, t.schema, t.name, [None], [None], [bounds], read.file, read.pos,
                    self._b.take(read.file, read.pos, 1), None, read.seconds, None, None)  # fmt: skip
 
     def batches(
-        self, reads: Iterable[ChunkRead | ChunkColumns | SchemaRead], rows_per_batch: int = 8192
+        self,
+        reads: Iterable[ChunkRead | ChunkColumns | SchemaRead],
+        rows_per_batch: int = 8192,
+        *,
+        chunk_file: Callable[[ChunkRead | ChunkColumns, pa.Array], dict | None] | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """As ``RowSource.batches``; a chunk's images are built column by column (``_chunk_images``)."""
+        """As ``RowSource.batches``; a chunk's images are built column by column (``_chunk_images``).
+        ``chunk_file(read, afters)``: a chunk with a ``CHUNK`` row as a current-state data file
+        (``chunk_files.write_chunk_file``), which that row then names."""
         if rows_per_batch < 1:
             raise ValueError(f"rows_per_batch must be positive, got {rows_per_batch}")
         for read in reads:
@@ -90,8 +99,11 @@ class SnapshotRows(RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                 yield from run_batches(self._runs([read]), rows_per_batch)
                 continue
             n, t = _chunk_size(read), read.table
+            file = None
             if n:
                 pks, afters = _chunk_images(read)
+                if chunk_file is not None and _chunk_bounds(read) is not None:
+                    file = chunk_file(read, afters)
                 first = self._b.take(read.file, read.pos, n)
                 for a in range(0, n, rows_per_batch):
                     m = min(rows_per_batch, n - a)
@@ -101,7 +113,7 @@ class SnapshotRows(RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                         afters.slice(a, m), [read.file] * m, [read.pos] * m, range(first + a, first + a + m), nulls,
                         [read.seconds * 1_000_000] * m, nulls, nulls,
                     )  # fmt: skip
-            chunk = self._chunk_run(read)
+            chunk = self._chunk_run(read, file)
             if chunk is not None:
                 yield from run_batches([chunk], 1)
 
