@@ -9,10 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pyspark
 
-from pycanal.spark.python import spark_zips
+from pycanal.spark.python import spark_extras
 from pycanal.spark.session import CHECKPOINT_FILE_MANAGER, checkpoint_logs, spark_python
 from spark_fixtures import spark  # noqa: F401
 
@@ -22,14 +23,16 @@ ZIPS = [f"{HOME}/python/lib/pyspark.zip", f"{HOME}/python/lib/py4j-0.10.9.9-src.
 
 
 def test_the_zips_of_the_installed_package_are_copies():
-    assert spark_zips(["", *ZIPS, "/x", SITE], HOME) == ZIPS
+    assert spark_extras(["", *ZIPS, "/x", SITE], HOME) == ZIPS
+    core = f"{HOME}/jars/spark-core_2.13-4.2.0.jar"  # Spark adds it for installations with pyspark in it
+    assert spark_extras([*ZIPS, "/x/their.jar", core, SITE], HOME) == [*ZIPS, core]
 
 
 def test_another_spark_installation_keeps_its_zips():
     other = ["/opt/spark/python/lib/pyspark.zip", "/opt/spark/python/lib/py4j-src.zip", SITE]
-    assert spark_zips(other, "/opt/spark") == []  # its own pyspark is the zip's
-    assert spark_zips(["", *ZIPS], HOME) == []  # no installed package on the path
-    assert spark_zips([*ZIPS, SITE], None) == []
+    assert spark_extras(other, "/opt/spark") == []  # its own pyspark is the zip's
+    assert spark_extras(["", *ZIPS], HOME) == []  # no installed package on the path
+    assert spark_extras([*ZIPS, SITE], None) == []
 
 
 def test_the_command_runs_python_without_the_zips(tmp_path: Path):
@@ -109,3 +112,20 @@ def test_the_canal_source_imports_no_server():
         "pycanal.parse.parser",
     ):
         assert f"'{heavy}'" not in out, out
+
+
+def test_workers_have_only_the_package_jars_that_hold_python_on_their_path(spark):  # noqa: F811
+    """Spark puts every ``--packages`` jar on the Python path of its processes; the session keeps
+    there only those with Python (Delta's), and the wrapper takes Spark's core jar off: the
+    directory of none of the others is read by an import walking the path."""
+    import zipfile
+
+    def jars(_: Any) -> Any:
+        import sys
+
+        yield [p for p in sys.path if p.endswith(".jar")]
+
+    (found,) = spark.sparkContext.parallelize([0], 1).mapPartitions(jars).collect()
+    assert found and all(any(n.endswith(".py") for n in zipfile.ZipFile(j).namelist()) for j in found), found
+    assert any("delta-spark" in os.path.basename(j) for j in found), found
+    assert not [p for p in sys.path if p.endswith(".jar") and p not in found and "userFiles" in p]
