@@ -87,7 +87,8 @@ def write_chunk_file(
     directory = table_path(lake, source.schema, source.name)
     directory.mkdir()
     name, size, stats = write_data_file(directory, data, key)
-    return {"dir": directory.uri, "name": name, "size": size, "stats": stats, "rows": data.num_rows,
+    text = json.dumps(stats, separators=(",", ":"))
+    return {"dir": directory.uri, "name": name, "size": size, "stats": text, "rows": data.num_rows,
             "columns": _typing(t), "zero_dates": zero_dates}  # fmt: skip
 
 

@@ -664,11 +664,11 @@ class KeyedTable:
         return data.take(rows.join(changed, self.keys, join_type="left anti").column("__row"))
 
     def _write_file(self, data: pa.Table) -> tuple[str, _File, str]:
-        name, size, text = write_data_file(self.path, data, self.range_key)
+        name, size, stats = write_data_file(self.path, data, self.range_key)
         low = high = None
         if self.range_key is not None:
-            stats = json.loads(text)
             low, high = stats["minValues"][self.range_key], stats["maxValues"][self.range_key]
+        text = json.dumps(stats, separators=(",", ":"))
         return name, _File(size, low, high, text, rows=data.num_rows), text
 
     # ------------------------------------------------------------------ upkeep
@@ -722,7 +722,9 @@ class KeyedTable:
         raise _NotCommitted
 
 
-def write_data_file(directory: LakePath, data: pa.Table, range_key: str | None) -> tuple[str, int, str]:
+def write_data_file(
+    directory: LakePath, data: pa.Table, range_key: str | None
+) -> tuple[str, int, dict[str, Any]]:
     """``data`` as a new data file of the table in ``directory``: its name, size and Delta
     statistics (exact bounds of ``range_key``)."""
     codec = "zstd" if data.nbytes >= _ZSTD_FROM_BYTES else "snappy"
@@ -733,7 +735,7 @@ def write_data_file(directory: LakePath, data: pa.Table, range_key: str | None) 
     with (directory / name).output_stream() as out:
         pq.write_table(data, out, compression=codec, use_dictionary=False)
         size = out.tell()
-    return name, size, json.dumps(_stats(data, range_key), separators=(",", ":"))
+    return name, size, _stats(data, range_key)
 
 
 def _in_ranges(keys: pa.Table, ranges: list[tuple[list | None, list | None]]) -> pa.Array | None:
