@@ -3,7 +3,7 @@
 Applied as change rows, a chunk's rows cross the driver twice more than they need: their JSON
 images parsed back into typed columns (``MergeSource.read``, 2.8 us a sysbench row on the driver)
 and those columns written again as Parquet (0.75 us), one driver for every executor. With the
-source's ``lake``, the executor that read a chunk also writes its rows typed as the chunk's
+source's ``snapshotLake``, the executor that read a chunk also writes its rows typed as the chunk's
 current-state table has them, a Parquet file in that table's directory that no log entry names
 yet (``write_chunk_file``), and the chunk's ``CHUNK`` row names it (``file`` beside the bounds).
 The driver commits the file as it is (``adoptable``, ``cow.KeyedTable.write``'s ``chunks``) in

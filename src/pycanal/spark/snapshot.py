@@ -6,8 +6,10 @@ starts from no checkpoint; ``never``, the default), ``source`` (HOST:PORT of the
 ``snapshotParallelism`` (chunks per micro-batch, each one partition: 4), ``snapshotReader``
 (``connectorx``: ``pycanal.snapshot.window``, the chunk reconciled with the binlog around its read;
 ``pymysql``: ``read_chunk``, a consistent snapshot), ``snapshotServerIds`` (``LOW-HIGH``, 5400-6399:
-the window reads' replica ids, one per chunk of a micro-batch); with the source's ``stage`` a
-chunk's rows are staged (``pycanal.spark.stage``).
+the window reads' replica ids, one per chunk of a micro-batch), ``snapshotLake`` (the lake the
+applier writes: a chunk's rows also go there as a data file of its current-state table,
+``pycanal.spark.chunk_files``); with the source's ``stage`` a chunk's rows are staged
+(``pycanal.spark.stage``).
 
 The snapshot's progress lives in the stream's offsets, next to the binlog position:
 ``"snap": {"left": [[db, table], ...], "lower": <key>, "read": [<chunk>, ...]}``: the tables not
