@@ -318,6 +318,8 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
             "rounds": len(rounds),
             "seconds": round(sum(r[1] for r in rounds), 2),
             "rows": sum(r[3] for r in rounds),
+            # chunks whose executor-written files were committed as they are / left for their READ rows
+            "chunk_files": dict(pipeline.applier.chunk_files),
         },
     }
 

@@ -138,6 +138,10 @@ def test_chunk_files_give_the_lake_their_read_rows_give(
                 applier(rows, batch_id)
                 steps.append(current_rows(lake, "shop", "inv"))
             results[f"{name} after each"] = steps
+            taken = {"taken": 2, "left": 0} if files else {"taken": 0, "left": 0}
+            assert applier.chunk_files == taken
+            if files:  # each round's record says what it took
+                assert _record(lake, 1)["chunk_files"] == {"taken": 1, "left": 0}
         else:
             ChangeApplier(lake, schema_ddl=DDL)(batches[0], 0)
             log = ChangeLog(lake)
@@ -154,6 +158,10 @@ def test_chunk_files_give_the_lake_their_read_rows_give(
     if rounds == "one-by-one":  # a chunk's row, not an older change of its key before it
         assert results["files after each"] == results["images after each"]
         assert (2, 22, "n22") in results["files after each"][1][1]
+
+
+def _record(lake: Path, batch_id: int) -> dict:
+    return json.loads((lake / "_pycanal" / "applied" / f"{batch_id:020d}.json").read_text())
 
 
 def _chunk_afters(batches: list[pa.Table]) -> list[str]:
@@ -186,4 +194,5 @@ def test_a_chunk_file_the_model_types_otherwise_is_left_for_the_read_rows(tmp_pa
     assert path.exists()
     ChangeApplier(tmp_path, schema_ddl=DDL)(rows, 0)
     assert current_rows(tmp_path, "shop", "inv")[1] == [(1, 10, "n10"), (2, 20, "n20")]
+    assert _record(tmp_path, 0)["chunk_files"] == {"taken": 0, "left": 1}
     assert not path.exists() and name not in lake_files(tmp_path)

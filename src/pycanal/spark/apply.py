@@ -181,6 +181,8 @@ class ChangeApplier:
         self.reads_in: dict[int, int] = {}
         # The last applies: (end, seconds, micro-batches, rows).
         self.rounds: deque[tuple[float, float, int, int]] = deque(maxlen=1000)
+        # Snapshot chunks' files committed as they are / left for their READ rows (chunk_files), so far.
+        self.chunk_files = {"taken": 0, "left": 0}
         self._changelog = ChangeLog(
             self.root,
             properties=self.maintenance.table_properties(),
@@ -324,6 +326,7 @@ class ChangeApplier:
         started = time.monotonic()
         schema_batch = self._schema_batch
         warnings: list[str] = []
+        chunk_files = None
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         if table.num_rows:
             rows = BatchRows(table)
@@ -349,6 +352,9 @@ class ChangeApplier:
             finally:
                 self._epoch = state.epoch
             warnings = state.warnings
+            chunk_files = state.chunk_files if any(state.chunk_files.values()) else None
+            for k, n in state.chunk_files.items():
+                self.chunk_files[k] += n
             if schema_batch is None or "DDL" in rows.op:
                 saved = {**model.to_json(), "snapshot_declared": declared}
                 self._schema_file(batch_id).write_text(json.dumps(saved), sync=True)
@@ -360,6 +366,8 @@ class ChangeApplier:
         for b, t in [(batch_id, tables[-1]), *zip(ids[:-1], tables[:-1], strict=True)]:
             record = {"batch_id": b, "applied_with": [first, batch_id], "schema_batch": schema_batch,
                       "warnings": warnings, **_times(t)}  # fmt: skip
+            if chunk_files is not None and b == batch_id:
+                record["chunk_files"] = chunk_files
             self._applied_file(b).write_text(json.dumps(record, indent=1), sync=True)
         self._schema_batch = schema_batch
         self.rounds.append((time.time(), time.monotonic() - started, len(ids), table.num_rows))

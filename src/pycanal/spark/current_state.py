@@ -21,6 +21,7 @@ journaled after each one (``on_step``), which covers the file moves that live ou
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -162,6 +163,9 @@ class CurrentState:
         self.app_id = app_id
         self.step = 0
         self.warnings: list[str] = []
+        # Snapshot chunks' files (chunk_files) committed as they are, and left for their READ rows.
+        self.chunk_files = {"taken": 0, "left": 0}
+        self._lock = threading.Lock()
         self._sources: dict[int, MergeSource] = {}  # by table definition (uid)
 
     # ------------------------------------------------------------------ steps
@@ -343,6 +347,7 @@ class CurrentState:
             taken, rest, unused = adoptable(plan, target, rows, idx, chunks)
             for path in unused:
                 path.unlink()  # a chunk's file the table does not take: its READ rows stand for it
+            self._count_chunk_files(0, len(unused))
         try:
             while True:
                 if taken:
@@ -364,8 +369,10 @@ class CurrentState:
                 upserts, deletes = data.slice(0, n), data.slice(n).select(keys)
                 files = [f for _, f in taken]
                 if target.writable and target.write(upserts, deletes, version, self._metadata(step), files):
+                    self._count_chunk_files(len(files), 0)
                     break
                 if taken:  # another writer's commit made the table one this writer may not write
+                    self._count_chunk_files(0, len(files))
                     taken, source = [], None
                     for f in files:
                         (target.path / f.name).unlink()
@@ -393,6 +400,11 @@ class CurrentState:
             raise
         if self.maintenance is not None:
             self.maintenance.after_merge(f"{database}.{table}", target)
+
+    def _count_chunk_files(self, taken: int, left: int) -> None:
+        with self._lock:  # tables are written on threads
+            self.chunk_files["taken"] += taken
+            self.chunk_files["left"] += left
 
     def _open(self, database: str, table: str, t: Table) -> KeyedTable:
         path = table_path(self.root, database, table)
