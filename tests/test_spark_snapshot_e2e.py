@@ -146,6 +146,26 @@ def change_log(lake: Path | LakePath) -> list[dict]:
     return out
 
 
+def chunk_files(lake: Path) -> tuple[list[Path], list[Path]]:
+    """The data files the change log's CHUNK rows name (``chunk_files``): those a current-state
+    table's log adds (committed as they are), and the others."""
+    named = []
+    for f in ChangeLog(lake).files():
+        for r in pq.read_table(f.input_file(), columns=["op", "table", "after"]).to_pylist():
+            if r["op"] == "CHUNK" and "file" in json.loads(r["after"]):
+                named.append((r["table"], json.loads(r["after"])["file"]["name"]))
+    taken, left = [], []
+    for table, name in named:
+        path = table_path(lake, DB, table)
+        added = {
+            json.loads(line)["add"]["path"]
+            for log in (path / "_delta_log").listdir() if log.endswith(".json")
+            for line in (path / "_delta_log" / log).read_text().splitlines() if line.startswith('{"add"')
+        }  # fmt: skip
+        (taken if name in added else left).append(path.local / name)
+    return taken, left
+
+
 def rows_equal(db: PrivateMariaDB, lake: Path | LakePath, table: str, session: Any = None) -> str | None:
     """The source table against its current-state table, read by delta-rs or by ``session``'s Delta."""
     with db.root_connection(DB) as conn, conn.cursor() as cur:
@@ -245,6 +265,9 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
         assert not (lake / "current" / DB / NO_KEY).exists()
         # the chunks came staged by the executors, and their files went with their batches' commits
         assert stage_dir(lake).local.is_dir() and not stage_dir(lake).listdir()
+        taken, left = chunk_files(lake)
+        assert taken, "no chunk's file was committed as it is (chunk_files)"
+        assert all(not path.exists() for path in left), "a chunk file nobody took was not deleted"
         changes = [(r["position"]["file"], r["position"]["offset"], r["position"]["row"])
                    for r in rows if r["op"] in ("INSERT", "UPDATE", "DELETE")]  # fmt: skip
         assert len(changes) == len(set(changes)), "a change appears twice in the change log"
