@@ -34,6 +34,7 @@ __all__ = [
     "connect",
     "read_chunk",
     "read_schema",
+    "show_create",
     "snapshot_position",
 ]
 
@@ -214,11 +215,18 @@ def read_schema(conn: Any, tables: list[tuple[str, str]]) -> SchemaRead:
     creates = []
     with _snapshot(conn, "the snapshot's tables") as (cur, file, pos, seconds):
         for schema, table in tables:
-            try:
-                cur.execute(f"SHOW CREATE TABLE {quote(schema)}.{quote(table)}")
-            except pymysql.err.ProgrammingError as exc:
-                if exc.args[0] == 1146:  # ER_NO_SUCH_TABLE
-                    continue
-                raise
-            creates.append((schema, table, text(cur.fetchall()[0][1])))
+            create = show_create(cur, schema, table)
+            if create is not None:
+                creates.append((schema, table, create))
     return SchemaRead(file, pos, seconds, creates)
+
+
+def show_create(cur: Any, schema: str, table: str) -> str | None:
+    """The table's ``SHOW CREATE TABLE`` on the cursor ``cur``, None where it does not exist."""
+    try:
+        cur.execute(f"SHOW CREATE TABLE {quote(schema)}.{quote(table)}")
+    except pymysql.err.ProgrammingError as exc:
+        if exc.args[0] == 1146:  # ER_NO_SUCH_TABLE
+            return None
+        raise
+    return text(cur.fetchall()[0][1])

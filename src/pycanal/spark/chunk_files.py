@@ -31,7 +31,8 @@ import pyarrow.compute as pc
 
 from pycanal.parse.ddl import DdlParseError, parse_statement
 from pycanal.parse.meta import SchemaApplyError, SchemaModel, Table
-from pycanal.snapshot.reader import ChunkRead
+from pycanal.snapshot.chunks import INTEGER_TYPES
+from pycanal.snapshot.reader import TEXT_TYPES, ChunkRead
 from pycanal.snapshot.window import ChunkColumns
 from pycanal.storage import LakePath, lake_path
 
@@ -43,9 +44,6 @@ from .snapshot_ranges import chunk_bound
 from .types import ColumnTypeError, json_type, read_images
 
 __all__ = ["adoptable", "write_chunk_file"]
-
-_INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
-_TEXTS = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
 
 
 def _typing(t: Table) -> list[list]:
@@ -100,8 +98,11 @@ def _typed(plan: MergeSource, read: ChunkRead | ChunkColumns, afters: pa.Array) 
     for c, values, build in zip(t.columns, given, plan.builds, strict=True):
         dt = c.data_type.lower()
         direct = isinstance(values, pa.Array) and (
-            (dt in _INTEGERS and pa.types.is_integer(values.type) and not (dt == "bigint" and c.unsigned))
-            or (dt in _TEXTS and (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)))
+            (dt in INTEGER_TYPES and pa.types.is_integer(values.type) and not (dt == "bigint" and c.unsigned))
+            or (
+                dt in TEXT_TYPES
+                and (pa.types.is_string(values.type) or pa.types.is_large_string(values.type))
+            )
         )
         arrays.append(build(values.cast(json_type(c))) if direct else None)
     if any(a is None for a in arrays):
@@ -120,10 +121,10 @@ def adoptable(
 ) -> tuple[list[tuple[int, ChunkFile]], pa.Array, list[LakePath]]:
     """Of the ``CHUNK`` rows ``chunks`` (of the table's rows ``idx``), those whose files the table
     takes as they are (each with its row), ``idx`` without their ``READ`` rows, and the files of the
-    others, which nobody will take (to delete once the round is committed)."""
-    infos = [json.loads(rows.columns["after"][c].as_py()) for c in chunks.to_pylist()]
-    files = [i.get("file") for i in infos]
-    if not any(files):
+    others, which nobody will take (their READ rows stand for them)."""
+    at_rows = chunks.to_pylist()
+    infos = [json.loads(rows.columns["after"][c].as_py()) for c in at_rows]
+    if not any("file" in i for i in infos):
         return [], idx, []
     ok = (
         target.writable and target.deletion_vectors and target.vectors and not target.extra
@@ -132,11 +133,12 @@ def adoptable(
     position = rows.columns["position"]
     op, offsets = rows.columns["op"].take(idx), position.field("offset").take(idx)
     names = position.field("file").take(idx)
-    at = [(rows.file[c], rows.offset[c]) for c in chunks.to_pylist()]
+    at = [(rows.file[c], rows.offset[c]) for c in at_rows]
     taken: list[tuple[int, ChunkFile]] = []
     drop = pa.repeat(False, len(idx))
     unused = []
-    for c, info, here in zip(chunks.to_pylist(), files, at, strict=True):
+    for c, bounds, here in zip(at_rows, infos, at, strict=True):
+        info = bounds.get("file")
         if not info:
             continue
         reads = pc.and_(pc.equal(op, "READ"), pc.and_(pc.equal(offsets, here[1]), pc.equal(names, here[0])))
@@ -148,7 +150,6 @@ def adoptable(
         ):  # fmt: skip
             unused.append(lake_path(info["dir"]) / info["name"])
             continue
-        bounds = json.loads(rows.columns["after"][c].as_py())
         low, high = (chunk_bound(plan, bounds[end]) for end in ("lower", "upper"))
         taken.append((c, ChunkFile(info["name"], info["size"], info["stats"], info["rows"], low, high)))
         drop = pc.or_(drop, reads)

@@ -53,8 +53,7 @@ from pycanal.snapshot import (
     read_schema,
 )
 from pycanal.snapshot.chunks import Chunk, EvenRanges, even_ranges, next_upper
-from pycanal.snapshot.reader import ChunkRead, connect
-from pycanal.snapshot.tables import text
+from pycanal.snapshot.reader import ChunkRead, connect, show_create
 from pycanal.snapshot.window import ChunkColumns, Source, read_chunk_window
 from pycanal.storage import LakePath, lake_path
 
@@ -288,7 +287,11 @@ def read_snapshot_partition(
                 read = read_chunk_window(conn, source, table, chunk, server_id)
             else:  # a table without a key has no keys to reconcile: one consistent snapshot
                 read = read_chunk(conn, table, chunk)
-            create = _create_table(conn, table) if opts.lake is not None and table.key else None
+            # the typing of its chunk's file, which the driver takes where its model types alike
+            create = None
+            if opts.lake is not None and table.key:
+                with conn.cursor() as cur:
+                    create = show_create(cur, schema, name)
     if partition.schema is not None:
         yield from SnapshotRows().batches([schema_read])
         return
@@ -302,17 +305,6 @@ def read_snapshot_partition(
     )
     if staged is not None:
         yield staged
-
-
-def _create_table(conn: Any, table: SourceTable) -> str | None:
-    """The table's CREATE TABLE statement now (None: dropped): the typing of its chunk's file,
-    which the driver takes only where its schema model types the table alike."""
-    with conn.cursor() as cur:
-        try:
-            cur.execute(f"SHOW CREATE TABLE {table.qualified}")
-        except pymysql.err.ProgrammingError:
-            return None
-        return text(cur.fetchall()[0][1])
 
 
 def _chunk_file(opts: SnapshotOptions, create: str | None) -> Any:

@@ -66,20 +66,17 @@ class SnapshotRows(RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                 yield Run("READ", t.schema, t.name, pks.to_pylist() if pks is not None else [None] * n,
                           [None] * n, afters.to_pylist(), read.file, read.pos, self._b.take(read.file, read.pos, n),
                           None, read.seconds, None, None)  # fmt: skip
-            chunk = self._chunk_run(read)
+            chunk = self._chunk_run(read, _chunk_bounds(read))
             if chunk is not None:
                 yield chunk
 
-    def _chunk_run(self, read: ChunkRead | ChunkColumns, file: dict | None = None) -> Run | None:
-        """The chunk's ``CHUNK`` row (numbered after its READ rows), None without one; ``file``:
-        the chunk's current-state data file (``chunk_files``)."""
-        bounds = _chunk_bounds(read)
+    def _chunk_run(self, read: ChunkRead | ChunkColumns, bounds: dict | None) -> Run | None:
+        """The chunk's ``CHUNK`` row (numbered after its READ rows) with its ``_chunk_bounds``
+        (and its current-state data file, ``chunk_files``), None without them."""
         if bounds is None:
             return None
-        if file is not None:
-            bounds = json.dumps({**json.loads(bounds), "file": file})
         t = read.table
-        return Run(CHUNK, t.schema, t.name, [None], [None], [bounds], read.file, read.pos,
+        return Run(CHUNK, t.schema, t.name, [None], [None], [json.dumps(bounds)], read.file, read.pos,
                    self._b.take(read.file, read.pos, 1), None, read.seconds, None, None)  # fmt: skip
 
     def batches(
@@ -99,11 +96,13 @@ class SnapshotRows(RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                 yield from run_batches(self._runs([read]), rows_per_batch)
                 continue
             n, t = _chunk_size(read), read.table
-            file = None
+            bounds = _chunk_bounds(read)
             if n:
                 pks, afters = _chunk_images(read)
-                if chunk_file is not None and _chunk_bounds(read) is not None:
+                if chunk_file is not None and bounds is not None:
                     file = chunk_file(read, afters)
+                    if file is not None:
+                        bounds["file"] = file
                 first = self._b.take(read.file, read.pos, n)
                 for a in range(0, n, rows_per_batch):
                     m = min(rows_per_batch, n - a)
@@ -113,13 +112,13 @@ class SnapshotRows(RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                         afters.slice(a, m), [read.file] * m, [read.pos] * m, range(first + a, first + a + m), nulls,
                         [read.seconds * 1_000_000] * m, nulls, nulls,
                     )  # fmt: skip
-            chunk = self._chunk_run(read, file)
+            chunk = self._chunk_run(read, bounds)
             if chunk is not None:
                 yield from run_batches([chunk], 1)
 
 
-def _chunk_bounds(read: ChunkRead | ChunkColumns) -> str | None:
-    """The ``CHUNK`` row's ``after`` of a chunk whose range a lake can test exactly (keys of
+def _chunk_bounds(read: ChunkRead | ChunkColumns) -> dict | None:
+    """The ``CHUNK`` row's ``after`` (as a dict) of a chunk whose range a lake can test exactly (keys of
     ``EXACT_RANGE_TYPES``, or the whole table), None for a table without key or a range of
     another key type."""
     t, chunk = read.table, read.chunk
@@ -133,7 +132,7 @@ def _chunk_bounds(read: ChunkRead | ChunkColumns) -> str | None:
             return None
         return image_text(names, tuple(decoded(t.columns[i], v) for i, v in zip(t.key, values, strict=True)))
 
-    return json.dumps({"lower": bound(chunk.lower), "upper": bound(chunk.upper)})
+    return {"lower": bound(chunk.lower), "upper": bound(chunk.upper)}
 
 
 def _chunk_size(read: ChunkRead | ChunkColumns) -> int:
