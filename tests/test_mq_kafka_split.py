@@ -175,6 +175,7 @@ def test_a_row_too_large_alone_stops_the_destination_unacked(
     read = flat_rows if flat else proto_rows
     mariadb.execute(f"INSERT INTO pycanal.{table} VALUES (1, 'small')")
     wait_for("the small row", lambda: len(read(kafka.records(topic))[0]) == 1, timeout=60)
+    small = read(kafka.records(topic))[0][0].key
     before = mariadb.current_binlog()
     mariadb.execute(f"INSERT INTO pycanal.{table} VALUES (2, REPEAT('x', 200000))")
     mariadb.execute(f"INSERT INTO pycanal.{table} VALUES (3, 'after')")
@@ -206,5 +207,8 @@ def test_a_row_too_large_alone_stops_the_destination_unacked(
         f"{journal}:{offset} " in again.text().splitlines()[-1]
         or again.text().count(f"{journal}:{offset} ") == 2
     )
-    assert len(read(kafka.records(topic))[0]) == 1
+    # Neither the big row nor the one after it. The small row may come twice: in kafka mode the
+    # transaction-entry filter is on (as in Canal), so the acked cursor stays at its BEGIN, the last
+    # boundary let through, and a restart that gets it in a batch of its own sends it again.
+    assert {row.key for row in read(kafka.records(topic))[0]} == {small}
     assert again.stop() == 0
