@@ -95,6 +95,31 @@ def test_rows_of_one_change_with_another_column_count() -> None:
     assert [r.position for r in rows] == [RowPosition(FILE, 100, i, None) for i in range(3)]
 
 
+@pytest.mark.parametrize("change", ["type", "name", "key"])
+def test_a_table_whose_columns_change_between_events_keeps_the_count(change: str) -> None:
+    """The reader a table's last RowChange took is tried first and checks its layout on the first
+    row: a column retyped (INT -> VARCHAR), renamed or made the key with the count unchanged (an
+    ALTER whose DDL the server filtered out) gets its own reader, and the old one serves again."""
+    old = [col("id", "int(11)", "1", key=True, sql_type=INT), col("v", "int(11)", "5", sql_type=INT)]
+    new = {
+        "type": [col("id", "int(11)", "2", key=True, sql_type=INT), col("v", "varchar(8)", "5")],
+        "name": [col("id", "int(11)", "2", key=True, sql_type=INT), col("w", "int(11)", "5", sql_type=INT)],
+        "key": [col("id", "int(11)", "2", sql_type=INT), col("v", "int(11)", "5", key=True, sql_type=INT)],
+    }[change]
+    again = [col("id", "int(11)", "3", key=True, sql_type=INT), col("v", "int(11)", "7", sql_type=INT)]
+    entries = [rowdata(pb.INSERT, [([], cols)], offset=100 + i) for i, cols in enumerate([old, new, again])]
+    second = {
+        "type": ('{"id":2}', None, '{"id":2,"v":"5"}'),
+        "name": ('{"id":2}', None, '{"id":2,"w":5}'),
+        "key": ('{"v":5}', None, '{"id":2,"v":5}'),
+    }[change]
+    assert images(list(EntryRows().rows(entries))) == [
+        ('{"id":1}', None, '{"id":1,"v":5}'),
+        second,
+        ('{"id":3}', None, '{"id":3,"v":7}'),
+    ]
+
+
 def test_partial_images_and_the_key_of_both() -> None:
     """The key takes the before image's key columns (in their order), then the after image's
     others; the after image's value wins. DELETE reads no after image, INSERT no before image."""

@@ -4,8 +4,8 @@ Canal ships values as text, which is read back through each column's ``mysqlType
 ``sqlType``: binary types arrive as ISO-8859-1 text; ENUM as an index, SET as a bit mask, or
 either as labels; TIMESTAMP in the server's zone. Reading the protobuf ``Column`` messages costs
 most: per layout of a RowChange's rows (op and each image's column names, ``mysqlType`` and
-``isKey``, read from its first row; later rows only check their column count, see
-``EntryRows._reader``) it compiles straight-line Python that reads each column's ``isNull`` and
+``isKey``: the compiled code checks them on its first row, later rows only their column count,
+see ``EntryRows._reader``) it compiles straight-line Python that reads each column's ``isNull`` and
 ``value`` (and ``sqlType`` where the converter needs it) and joins the JSON texts once per row,
 the primary key picked at compile time.
 """
@@ -223,6 +223,7 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
         self._zone = _zone(timezone)
         self._convs: dict[str, _Conv] = {}
         self._readers: dict[tuple[str, _Layout, _Layout], _Reader] = {}
+        self._last: dict[tuple[str, str, str], _Reader] = {}
 
     @property
     def gtid(self) -> str | None:
@@ -244,11 +245,13 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
                 b.gtid = None
             elif kind == pb.ROWDATA:
                 h = entry.header
-                b.gtid = header_gtid(h, b.gtid)
+                props = len(h.props)
+                if props:
+                    b.gtid = header_gtid(h, b.gtid)
                 change = pb.RowChange.FromString(entry.storeValue)
                 op = _ROW_OPS.get(change.eventType)
                 if op is not None:
-                    run = self._run(h, op, change.rowDatas)
+                    run = self._run(h, op, change.rowDatas, props)
                     if run is not None:
                         yield run
                 elif is_ddl(change.sql):
@@ -258,7 +261,7 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
                                           h.executeTime // 1000)  # fmt: skip
                     b.gtid = None
 
-    def _run(self, h: pb.Header, op: str, datas: Any) -> Run | None:
+    def _run(self, h: pb.Header, op: str, datas: Any, props: int) -> Run | None:
         b = self._b
         schema, table = h.schemaName, h.tableName
         if not datas or not b.wanted(schema, table):
@@ -266,15 +269,27 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
         pks: list[str | None] = []
         befores: list[str | None] = []
         afters: list[str | None] = []
+        # The reader the table's last RowChange took: it checks its layout on the first row.
+        last = (op, schema, table)
+        read = self._last.get(last)
         try:
             while len(pks) < len(datas):
                 done = len(pks)
-                self._reader(op, datas[done])(datas[done:] if done else datas, pks, befores, afters)
+                rows = datas[done:] if done else datas
+                if read is not None:
+                    read(rows, pks, befores, afters)
+                    if len(pks) > done:
+                        continue
+                read = self._reader(op, datas[done])
+                if len(self._last) >= 256:
+                    self._last.clear()
+                self._last[last] = read
+                read(rows, pks, befores, afters)
         except _VALUE_ERRORS:
             self._check(op, datas[len(pks)], f"{schema}.{table} at {h.logfileName}:{h.logfileOffset}")
             raise
         file, offset = h.logfileName, h.logfileOffset
-        first = row_prop(h) if h.props else None
+        first = row_prop(h) if props else None
         return Run(op, schema, table, pks, befores, afters, file, offset, b.take(file, offset, len(pks), first),
                    b.gtid, h.executeTime // 1000, None, None)  # fmt: skip
 
@@ -311,12 +326,14 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
     def _reader(self, op: str, rd: Any) -> _Reader:
         """The compiled reader of rows laid out as ``rd`` (cached per layout).
 
-        Only the column count of each row is checked against the layout: Canal
-        (``LogEventConvert.parseOneRow``) and pycanal (``convert._image``) give every row of a
-        RowChange the columns of the event's column bitmap, in table order, each named and typed
+        A reader checks the layout (names, ``mysqlType``, ``isKey``) on the first row it is given
+        and only the column count of the rows after it, returning at the first row that differs:
+        Canal (``LogEventConvert.parseOneRow``) and pycanal (``convert._image``) give every row of
+        a RowChange the columns of the event's column bitmap, in table order, each named and typed
         by the event's table metadata, so within a RowChange names, ``mysqlType`` and ``isKey``
-        repeat (``isNull``, ``value`` and ``sqlType`` do not: they are read per row). A row with
-        another count gets its own reader.
+        repeat (``isNull``, ``value`` and ``sqlType`` do not: they are read per row). ``_run``
+        tries the reader the table's last RowChange took first, so the layout is read into a key
+        only when it changed: on sysbench's rows that key took as long as reading the values.
         """
         key = (
             op,
@@ -345,6 +362,12 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
             body += [f"cs = rd.{field}", f"if len(cs) != {len(layout)}:", "    return"]
             if layout:
                 body.append(f"{', '.join(f'{tag}{i}' for i in range(len(layout)))}, = cs")
+                same = " and ".join(
+                    f"{tag}{i}.name == {name!r} and {tag}{i}.mysqlType == {mysql_type!r} and "
+                    f"{'' if is_key else 'not '}{tag}{i}.isKey"
+                    for i, (name, mysql_type, is_key) in enumerate(layout)
+                )
+                body += [f"if first and not ({same}):", "    return"]
             parts = []
             for i, (name, mysql_type, is_key) in enumerate(layout):
                 c, f, t = f"{tag}{i}", f"F{tag}{i}", f"t{tag}{i}"
@@ -367,8 +390,10 @@ class EntryRows(RowSource["pb.Entry | bytes"]):
         lines = [
             "def read(datas, pks, befores, afters):",
             "    pk_, before_, after_ = pks.append, befores.append, afters.append",
+            "    first = True",
             "    for rd in datas:",
             *("        " + line for line in body),
+            "        first = False",
             f"        pk_({pk})",
             f"        before_({images['b']})",
             f"        after_({images['a']})",
