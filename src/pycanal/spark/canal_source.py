@@ -62,7 +62,7 @@ import array
 import itertools
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import zstandard
@@ -76,16 +76,12 @@ from .canal_feed import Feed, Offset, Queued, parse_offset, to_offset
 from .canal_options import canal_options
 from .entry_rows import EntryRows
 from .rows import ROW_SCHEMA
-from .snapshot import (
-    SnapshotPartition,
-    SnapshotPlanner,
-    commit_signals,
-    read_snapshot_partition,
-    snap_after,
-    snapshot_partitions,
-    snapshot_step,
-)
 from .stage import stage_rows
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from .snapshot import SnapshotPlanner
 
 __all__ = ["CanalDataSource", "CanalPartition", "CanalStreamReader"]
 
@@ -93,6 +89,15 @@ _BATCH_ROWS = 8192  # rows per Arrow batch out of read()
 _MIN_PART_BYTES = 32 * 1024  # smaller parts are not worth a task
 # Before every position: the first batch starts at the server's cursor.
 INITIAL_OFFSET: dict[str, Any] = {"file": "", "pos": 0, "k": -1}
+
+
+def _snapshot() -> ModuleType:
+    """:mod:`pycanal.spark.snapshot`, imported by a query that snapshots only: with the snapshot's
+    modules (connectorx, the lake's writers) this module took 0.27-0.33 s of CPU to import in a
+    process with pyarrow and pyspark loaded (each Spark Python worker), 0.16 s without them."""
+    from . import snapshot
+
+    return snapshot
 
 
 class CanalPartition(InputPartition):
@@ -176,7 +181,7 @@ class CanalStreamReader(DataSourceStreamReader):
                 f"format('canal') supports no read limit but its batchSize and batchBytes, got {limit!r}"
             )
         if self.opts.snapshot is not None:
-            step = snapshot_step(self.opts.snapshot, self._snapshot_planner(), start)
+            step = _snapshot().snapshot_step(self.opts.snapshot, self._snapshot_planner(), start)
             if step is not None:
                 return step  # tables declared: nothing of the stream in this micro-batch
         feed = self._runner()
@@ -192,7 +197,7 @@ class CanalStreamReader(DataSourceStreamReader):
         else:
             out = dict(start)
         if self.opts.snapshot is not None:
-            out["snap"] = snap_after(self._snapshot_planner(), start)
+            out["snap"] = _snapshot().snap_after(self._snapshot_planner(), start)
         return out
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
@@ -211,13 +216,18 @@ class CanalStreamReader(DataSourceStreamReader):
     def _snapshot_planner(self) -> SnapshotPlanner:
         if self._planner is None:
             assert self.opts.snapshot is not None
-            self._planner = SnapshotPlanner(self.opts.snapshot, self.accepts)
+            self._planner = _snapshot().SnapshotPlanner(self.opts.snapshot, self.accepts)
         return self._planner
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[CanalPartition]:
+    def _snapshot_partitions(self, start: dict[str, Any], end: dict[str, Any], first: int) -> list[Any]:
+        if self.opts.snapshot is None:
+            return []
+        return _snapshot().snapshot_partitions(start, end, first)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = self._offset(start), self._offset(end)
         if last.key <= first.key:
-            return snapshot_partitions(start, end, 0)
+            return self._snapshot_partitions(start, end, 0)
         entries = self._runner().take(first, last)
         bounds = [0, *_split(entries, self.opts.num_partitions), len(entries)]
         # A batch that starts inside an event's entries numbers its rows on from the last one's.
@@ -228,14 +238,13 @@ class CanalStreamReader(DataSourceStreamReader):
             out.append(
                 CanalPartition(i, [e.raw for e in entries[a:b] if e.read], gtid, None if a else resume)
             )
-        return out + snapshot_partitions(start, end, len(out))
+        return out + self._snapshot_partitions(start, end, len(out))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if isinstance(partition, SnapshotPartition):
+        if not isinstance(partition, CanalPartition):
             assert self.opts.snapshot is not None
-            yield from read_snapshot_partition(self.opts.snapshot, partition, self.opts.stage)
+            yield from _snapshot().read_snapshot_partition(self.opts.snapshot, partition, self.opts.stage)
         else:
-            assert isinstance(partition, CanalPartition)
             rows = EntryRows(
                 accepts=self.accepts,
                 timezone=self.opts.timezone,
@@ -253,7 +262,7 @@ class CanalStreamReader(DataSourceStreamReader):
         if self._feed is not None and self._feed.connected:
             self._feed.ack(self._offset(end).key)
         if self.opts.snapshot is not None:
-            commit_signals(self.opts.snapshot, end)
+            _snapshot().commit_signals(self.opts.snapshot, end)
 
     def stop(self) -> None:
         """Disconnect. Spark may end the runner without calling this: its exit closes the
