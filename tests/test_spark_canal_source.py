@@ -532,6 +532,36 @@ def test_a_cut_inside_an_event_numbers_its_rows_on(fixtures_dir: Path) -> None:
     assert feed.offset(feed.entries[-1])["row"] == len(list(EntryRows().rows(raws)))  # the tail: all rows
 
 
+def test_the_runner_keys_entries_across_files_and_messages() -> None:
+    """Each queued entry's key is ``entry_key`` of its position and its rank there: the rank goes
+    on across a message boundary at one position and starts again at a new position or file (a
+    rotation to a file of the same offset, and past ``.999999``)."""
+    from pycanal.client import Message
+    from pycanal.spark.canal_feed import Feed, entry_key
+    from pycanal.spark.canal_options import canal_options
+
+    def raw(kind: int, file: str, pos: int) -> bytes:
+        e = pb.Entry(entryType=kind)
+        e.header.logfileName, e.header.logfileOffset = file, pos
+        return e.SerializeToString()
+
+    B, E, Q = pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND, pb.ROWDATA
+    at = [
+        (B, "mysql-bin.000009", 4), (E, "mysql-bin.000009", 4), (B, "mysql-bin.000009", 4),
+        (E, "mysql-bin.000009", 90), (Q, "mysql-bin.000009", 90), (B, "mysql-bin.000010", 90),
+        (E, "mysql-bin.000010", 90), (B, "mysql-bin.999999", 7), (E, "mysql-bin.1000000", 7),
+        (Q, "mysql-bin.1000000", 7),
+    ]  # fmt: skip
+    feed = Feed(canal_options({"address": "127.0.0.1:1", "destination": "d"}))
+    for batch, (start, end) in enumerate([(0, 2), (2, 5), (5, 10)]):
+        feed.ingest(Message(batch, [raw(*a) for a in at[start:end]]))
+    ranks = [0, 1, 2, 0, 1, 0, 1, 0, 0, 1]
+    assert [q.key for q in feed.entries] == [
+        entry_key(f, p, k) for (_, f, p), k in zip(at, ranks, strict=True)
+    ]
+    assert sorted(q.key for q in feed.entries) == [q.key for q in feed.entries]
+
+
 def test_a_stalled_runner_says_so_fetches_again_then_fails(
     canal: Canal, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
