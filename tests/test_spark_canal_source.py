@@ -532,6 +532,19 @@ def test_a_cut_inside_an_event_numbers_its_rows_on(fixtures_dir: Path) -> None:
     assert feed.offset(feed.entries[-1])["row"] == len(list(EntryRows().rows(raws)))  # the tail: all rows
 
 
+def test_a_replayed_snapshot_batch_without_the_source_option_is_an_error() -> None:
+    """A checkpoint's last micro-batch that reads snapshot chunks, replayed by a query started
+    without the snapshot's ``source``: an error naming the option, not its chunks left out."""
+    reader = CanalStreamReader({"address": "127.0.0.1:1", "destination": "d"})
+    start = {"file": "mysql-bin.000003", "pos": 4, "k": 0, "snap": {"left": [["db", "t"]]}}
+    end = {**start, "snap": {"left": [["db", "t"]], "read": [["db", "t", None, [50000]]]}}
+    with pytest.raises(
+        ValueError, match="destination d: .* mysql-bin.000003:4 reads snapshot chunks.* no source option"
+    ):
+        reader.partitions(start, end)
+    assert reader.partitions(start, {**start, "tick": 1}) == []  # no chunks: nothing to say
+
+
 def test_the_runner_keys_entries_across_files_and_messages() -> None:
     """Each queued entry's key is ``entry_key`` of its position and its rank there: the rank goes
     on across a message boundary at one position and starts again at a new position or file (a

@@ -220,9 +220,17 @@ class CanalStreamReader(DataSourceStreamReader):
         return self._planner
 
     def _snapshot_partitions(self, start: dict[str, Any], end: dict[str, Any], first: int) -> list[Any]:
-        if self.opts.snapshot is None:
-            return []
-        return _snapshot().snapshot_partitions(start, end, first)
+        if self.opts.snapshot is not None:
+            return _snapshot().snapshot_partitions(start, end, first)
+        snap = end.get("snap")
+        if isinstance(snap, dict) and snap != start.get("snap"):  # a checkpoint's batch, replayed
+            raise ValueError(
+                f"format('canal') destination {self.opts.destination}: the checkpoint's micro-batch "
+                f"to {end.get('file')}:{end.get('pos')} reads snapshot chunks, but this query has no "
+                "source option (the database its snapshot reads): start it with the options it was "
+                "started with"
+            )
+        return []
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = self._offset(start), self._offset(end)
