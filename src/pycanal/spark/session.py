@@ -407,7 +407,8 @@ def spark_session(
     if chosen:  # for the JVM this call starts; a session made later in this process chooses anew
         os.environ["SPARK_LOCAL_IP"] = str(address)
     os.environ["PYSPARK_PYTHON"] = spark_python()  # this venv (pyarrow, pycanal), pyspark not from its zip
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # and the driver's planners (the data sources' lookup: 1.0 s of CPU a process from the zip)
+    os.environ["PYSPARK_DRIVER_PYTHON"] = spark_python()
     from pyspark.sql import SparkSession
 
     from . import register
