@@ -7,7 +7,11 @@
 * :class:`SchemaHistory` -- all of it together, with the ``table_meta`` hook for ``EventDecoder``.
 """
 
-from pycanal._lazy import lazy_names
+from .history import SchemaHistory, SchemaHistoryError, SchemaMismatchError
+from .loader import load_schema, load_server, load_table
+from .model import Column, Database, SchemaApplyError, SchemaModel, Table
+from .store import Position, SchemaStore, as_position
+from .types import Charsets
 
 __all__ = [
     "Charsets",
@@ -26,27 +30,3 @@ __all__ = [
     "load_server",
     "load_table",
 ]
-
-# Where each name lives, imported on first use: a reader of Canal's entries needs ``.types`` alone
-# (``pycanal.spark.entry_rows``, in every Spark Python worker), not the history and the binlog
-# decoder behind it.
-__getattr__ = lazy_names(
-    __name__,
-    {
-        "Charsets": "types",
-        "Column": "model",
-        "Database": "model",
-        "Position": "store",
-        "SchemaApplyError": "model",
-        "SchemaHistory": "history",
-        "SchemaHistoryError": "history",
-        "SchemaMismatchError": "history",
-        "SchemaModel": "model",
-        "SchemaStore": "store",
-        "Table": "model",
-        "as_position": "store",
-        "load_schema": "loader",
-        "load_server": "loader",
-        "load_table": "loader",
-    },
-)
