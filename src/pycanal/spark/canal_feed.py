@@ -337,18 +337,13 @@ class Feed:
         gtid, txn = (tail.gtid, tail.txn) if tail else (self.floor.gtid, self.floor.txn)
         floor = self.floor.key
         key: Key = floor
-        prefix, seq = binlog_file_order(file0)  # parsed again only when the file changes
         for raw in message.raw_entries:
             entry = pb.Entry.FromString(raw)
             h = entry.header
             file, pos = h.logfileName, h.logfileOffset
-            if file != file0:
-                prefix, seq = binlog_file_order(file)
-                k = 0
-            else:
-                k = k + 1 if pos == pos0 else 0
+            k = k + 1 if pos == pos0 and file == file0 else 0
             file0, pos0 = file, pos
-            key = (prefix, seq, pos, k)  # entry_key(file, pos, k): 1.4 us a sysbench row less
+            key = entry_key(file, pos, k)
             if key <= floor:
                 continue  # handed out again after a reconnect: <= start, done already
             boundary, gtid, txn, read = _step(entry, gtid, txn)
