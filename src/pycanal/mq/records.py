@@ -9,7 +9,8 @@ and value bytes, in send order. No I/O: the producer edge sends what this return
   ``canal.mq.partitionsNum``. With ``canal.mq.partitionHash`` a message is split by row hash
   (:mod:`pycanal.mq.partition`); without, it goes to ``canal.mq.partition`` (default 0).
 * Flat: one message per entry, each sent to its partitions in partition order. Protobuf: one
-  ``Packet`` per partition (or one for the batch).
+  ``Packet`` per partition (or one for the batch). A message that goes whole to one partition is
+  written by :class:`~pycanal.mq.flatcode.FlatEncoder` (the model's bytes, faster).
 * Beyond Canal: with ``MQOptions.max_request_size``, a value too large for it is split into
   consecutive parts on the same partition (:mod:`pycanal.mq.split`), marked by their headers.
   With ``MQOptions.partition_order`` and a hash over several partitions, DDL is copied to every
@@ -27,6 +28,7 @@ from typing import NamedTuple
 from pycanal.protocol import EntryProtocol_pb2 as pb
 
 from .flat import FlatMessage, entry_changes, flat_message, parse_entry
+from .flatcode import FlatEncoder
 from .order import RecordOrder
 from .packet import entry_bytes, packet_bytes
 from .partition import entry_partitions, flat_partitions, flat_row_partitions
@@ -37,6 +39,7 @@ from .split import part_headers, split_flat, split_packet, value_limit
 __all__ = ["Record", "build_rabbitmq_records", "build_records", "route_topics", "routes_to"]
 
 _TRANSACTION = (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND)
+_ENCODER = FlatEncoder()  # a message's JSON without the FlatMessage where no partition hash splits it
 
 
 class Record(NamedTuple):
@@ -185,6 +188,11 @@ def _topic_records(
             add(fixed, _packets(batch_id, entries, raw, options, limit))
         return out
     for entry, change in entry_changes(entries):
+        if not dest.partition_hash:
+            value = _ENCODER.encode(entry, change, batch_id, ts)
+            if value is not None and (limit is None or len(value) <= limit):
+                out.append(Record(topic, fixed, value))
+                continue
         msg = flat_message(entry, change, batch_id, ts)
         if not dest.partition_hash:
             add(fixed, _flat(msg, limit, entry))
