@@ -280,6 +280,38 @@ def test_get_with_timeout_returns_what_is_there():
     assert time.monotonic() - t0 < 1
 
 
+@pytest.mark.parametrize("mode", [ITEMSIZE, MEMSIZE])
+def test_a_get_stops_waiting_once_a_put_waits_for_room(mode):
+    """Its batch cannot grow before an ack (Canal waits out the timeout with its parser stopped):
+    whether the put blocks before the get waits or after."""
+    store = MemoryEventStore(8, buffer_mem_unit=100, batch_mode=mode)  # MEMSIZE: 800 bytes
+    result = []
+    getter = threading.Thread(target=lambda: result.append(store.get(None, 50, timeout=10)))
+    getter.start()  # wants 50 events / 5,000 bytes
+    store.put([ev(i, size=10) for i in range(8)])  # every slot, 80 bytes
+    time.sleep(0.1)
+    assert not result  # no put waits yet: the get waits for more
+    t0 = time.monotonic()
+    producer = threading.Thread(target=lambda: store.put([ev(8, size=10)]))
+    producer.start()
+    getter.join(5)
+    assert offsets(result[0]) == list(range(8)) and time.monotonic() - t0 < 2
+    t0 = time.monotonic()
+    assert not store.get(None, 50, timeout=0.1)  # everything handed out: nothing to return early
+    assert time.monotonic() - t0 >= 0.09
+    store.ack(result[0].position_range.end, result[0].position_range.end_seq)
+    producer.join(5)
+    if mode == MEMSIZE:  # a blocking get with no timeout would otherwise never return
+        store.put([ev(i, size=10) for i in range(9, 16)])
+        blocked = threading.Thread(target=lambda: store.put([ev(16, size=10)]))
+        blocked.start()
+        batch = store.get(None, 50)
+        assert offsets(batch) == list(range(8, 16))
+        store.ack(batch.position_range.end, batch.position_range.end_seq)
+        blocked.join(5)
+        assert offsets(store.try_get(None, 50)) == [16]
+
+
 def test_stop_wakes_blocked_callers():
     store = MemoryEventStore(2)
     store.put([ev(1), ev(2)])

@@ -16,7 +16,11 @@ written), ``get`` (last event handed out) and ``ack`` (last event acknowledged);
   ``ddl_isolation`` a DDL is returned alone: a batch stops before a DDL, and a DDL starts a batch
   of one. Blocking ``get`` waits until a full batch is there (ITEMSIZE: ``batch_size`` events;
   MEMSIZE: ``batch_size * buffer_mem_unit`` bytes); ``get(..., timeout=t)`` returns what is there
-  after ``t`` seconds.
+  after ``t`` seconds. Beyond Canal: it also returns what is there once a ``put`` waits for room,
+  since no event can come before an ack frees some. Canal waits out the timeout (forever without
+  one) while its parser stands still: with Canal's defaults (MEMSIZE, 16,384 slots, 1 KB units) a
+  4,096-unit batch of small entries (sysbench's 1-row transactions, ~190 bytes an entry) fills
+  every slot with 3 MB of its 4 MB budget, and each batch waited the whole timeout.
 * The batch's ``PositionRange``: ``start``/``end`` are its first and last events' positions;
   ``ack`` is the position of its last TRANSACTIONEND, TRANSACTIONBEGIN (only without GTID) or DDL
   event (Canal's ack point, the client cursor), or ``None``; ``end_seq`` is the ring sequence of
@@ -174,6 +178,7 @@ class MemoryEventStore:
         self._running = True
         self.put_seq = self.get_seq = self.ack_seq = INIT_SEQUENCE
         self.put_mem = self.get_mem = self.ack_mem = 0
+        self._puts_waiting = 0  # puts waiting for room: a get's batch cannot grow before an ack
         # Rows (ROWDATA ``rowsCount``) put, handed out and acknowledged; and the execute time (ms)
         # of the last event put / handed out / acknowledged: Canal's put/get/ack rows and delays.
         self.put_rows = self.get_rows = self.ack_rows = 0
@@ -300,13 +305,15 @@ class MemoryEventStore:
                 if self._has_room(n):
                     self._do_put(events)
                     return True
-                if deadline is None:
-                    self._not_full.wait()
-                else:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._puts_waiting += 1
+                self._not_empty.notify_all()  # a get waiting for more takes what is there
+                try:
                     self._not_full.wait(left)
+                finally:
+                    self._puts_waiting -= 1
 
     # ------------------------------------------------------------------ get
     def _first_next(self, start: LogPosition | None) -> int:
@@ -384,10 +391,11 @@ class MemoryEventStore:
     def get(
         self, start: LogPosition | None = None, batch_size: int = 1000, timeout: float | None = None
     ) -> Events:
-        """Wait for a full batch; with ``timeout`` (seconds) return what is there when it expires."""
+        """Wait for a full batch, or for a put to wait for room; with ``timeout`` (seconds) return
+        what is there when it expires."""
         if batch_size <= 0:
             raise StoreError(f"batch_size must be positive, got {batch_size}")
-        if timeout is None and batch_size > self.buffer_size:
+        if timeout is None and not self.mem_size_mode and batch_size > self.buffer_size:
             raise StoreError(
                 f"a blocking get of batch_size={batch_size} can never be filled by a store of "
                 f"{self.buffer_size} slots ({KEY_BUFFER_SIZE}); use a timeout or a smaller batch"
@@ -396,7 +404,7 @@ class MemoryEventStore:
         with self._lock:
             while True:
                 self._check_running()
-                if self._has_batch(start, batch_size):
+                if self._has_batch(start, batch_size) or (self._puts_waiting and self.get_seq < self.put_seq):
                     break
                 if deadline is None:
                     self._not_empty.wait()
