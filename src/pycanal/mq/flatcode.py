@@ -131,6 +131,7 @@ def _compile(event: int, layout: _Layout, before: tuple[str, ...]) -> _Rows:
                 value = f"'null' if b{j}.isNull else jstr(b{j}.value)"
                 body += [f"if u{names.index(name)}:", f"    o.append({_jstr(name) + ':'!r} + ({value}))"]
         body.append("old_('{' + ','.join(o) + '}')")
+    # The literal runs between the variable parts, named for the key each one ends on or holds.
     ns["MT"] = ',"isDdl":false,"mysqlType":' + (
         _literal(names, [_jstr(t) for _, t, _ in layout]) if n else "null"
     )

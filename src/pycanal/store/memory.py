@@ -19,8 +19,8 @@ written), ``get`` (last event handed out) and ``ack`` (last event acknowledged);
   after ``t`` seconds. Beyond Canal: it also returns what is there once a ``put`` waits for room,
   since no event can come before an ack frees some. Canal waits out the timeout (forever without
   one) while its parser stands still: with Canal's defaults (MEMSIZE, 16,384 slots, 1 KB units) a
-  4,096-unit batch of small entries (sysbench's 1-row transactions, ~190 bytes an entry) fills
-  every slot with 3 MB of its 4 MB budget, and each batch waited the whole timeout.
+  4,096-unit batch of small entries (sysbench's 1-row transactions, ~200 bytes an entry) fills
+  every slot with 3.25 MB of its 4 MB budget, and each such batch waited the whole timeout.
 * The batch's ``PositionRange``: ``start``/``end`` are its first and last events' positions;
   ``ack`` is the position of its last TRANSACTIONEND, TRANSACTIONBEGIN (only without GTID) or DDL
   event (Canal's ack point, the client cursor), or ``None``; ``end_seq`` is the ring sequence of
