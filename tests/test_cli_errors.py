@@ -47,7 +47,11 @@ CASES: list[tuple[list[str], str, int]] = [
     (["binlog", "decode", "{tmp}/missing.bin"], "binlog file '{tmp}/missing.bin': no such file", 2),
     (["binlog", "decode", "{tmp}"], "binlog file '{tmp}': not a file", 2),
     (["binlog", "decode", GOOD, "--start-position", "2"], "--start-position 2: must be at least 4", 2),
-    (["binlog", "decode", GOOD, "--start-position", "x1"], "--start-position 'x1': 'x1' is not a valid int", 2),
+    (
+        ["binlog", "decode", GOOD, "--start-position", "x1"],
+        "--start-position 'x1': 'x1' is not a valid int",
+        2,
+    ),
     (["binlog", "decode", GOOD, "--start-position", "121"], "offset 121: start position 121 is not at", 2),
     (["binlog", "decode", GOOD, "--stop-position", "10"], "positions 4 to 10 hold no row change", 2),
     (["binlog", "decode", GOOD, "--start-position", "400", "--stop-position", "300"], "the range selects", 2),

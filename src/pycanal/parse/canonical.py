@@ -74,12 +74,16 @@ def _image(values: tuple | None) -> str:
         return "[" + ", ".join(map(json_value, values)) + "]"
 
 
-def _image_code(types: tuple[type, ...]) -> Any:
+def _image_code(types: tuple[type | None, ...]) -> Any:
     """``_image`` compiled for rows whose values have ``types`` (a table's rows repeat one shape):
-    per column its form, guarded by the type (any other value takes ``json_value``), one f-string."""
+    per column its form, guarded by the type (any other value takes ``json_value``), one f-string.
+    A column NULL in the row the types came from (``None``) takes ``json_value``."""
     ns: dict[str, Any] = {"json_value": json_value}
     fields = []
     for i, t in enumerate(types):
+        if t is None:
+            fields.append(f"{{json_value(v{i})}}")
+            continue
         ns[f"T{i}"], ns[f"F{i}"] = t, _FORMS.get(t, json_value)
         fields.append(f"{{F{i}(v{i}) if type(v{i}) is T{i} else json_value(v{i})}}")
     names = "".join(f"v{i}, " for i in range(len(types)))
@@ -102,6 +106,7 @@ def _dump(v: Any) -> str:
 
 _TABLE_KEY = ("pycanal.parse.canonical", "table")
 _IMAGE_KEY = ("pycanal.parse.canonical", "image")
+_SEEN_KEY = ("pycanal.parse.canonical", "seen")
 
 
 class Recorder:
@@ -153,7 +158,19 @@ class Recorder:
         rows = e.rows
         if rows and not partial:  # one compiled image per value-type shape of the table's rows
             first = rows[0][-1] if kind == "UPDATE" else rows[0]
-            key = (_IMAGE_KEY, tuple(map(type, first)))
+            types = [None if v is None else type(v) for v in first]
+            if None in types:  # a NULL takes the column's type seen last: where NULLs fall varies
+                # from row to row, and a shape per pattern compiled a function for nearly every
+                # event of a table with nullable columns (1,690 for 2,000 of bench/decode_types.py)
+                seen = tm.decoders.get(_SEEN_KEY)
+                if seen is None or len(seen) != len(types):
+                    seen = tm.decoders[_SEEN_KEY] = [None] * len(types)
+                for i, t in enumerate(types):
+                    if t is None:
+                        types[i] = seen[i]
+                    else:
+                        seen[i] = t
+            key = (_IMAGE_KEY, tuple(types))
             code = tm.decoders.get(key)
             if code is None:
                 code = tm.decoders[key] = _image_code(key[1])
