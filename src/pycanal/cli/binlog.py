@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from enum import StrEnum
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, TextIO
 
 import typer
 
@@ -22,12 +22,14 @@ from pycanal.binlog import events as ev
 from pycanal.binlog.constants import EventType
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.errors import BinlogError
-from pycanal.binlog.parallel import PartEvents, iter_parallel
 from pycanal.binlog.reader import read_events
 from pycanal.parse.canonical import Recorder, to_json_line
 
 from . import checks
 from .checks import CliError
+
+if TYPE_CHECKING:
+    from pycanal.binlog.parallel import PartEvents
 
 __all__ = ["Format", "decode", "dump"]
 
@@ -157,6 +159,8 @@ def _write_parts(out: TextIO, path: Path, workers: int) -> int:
     ``_PART_BYTES`` of the file) leaves its lines in a file of a temporary directory (``TMPDIR``),
     which the kernel copies to the output (``_append``) and which goes as soon as it is written."""
     # Whole rounds of ``workers`` parts: 5 parts on 2 workers leave the fifth decoding alone.
+    from pycanal.binlog.parallel import iter_parallel  # the process pool: only for a file in parts
+
     parts = workers * max(1, -(-path.stat().st_size // (_PART_BYTES * workers)))
     written = 0
     out.flush()

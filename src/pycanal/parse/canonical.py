@@ -18,7 +18,6 @@ from typing import Any
 from pycanal.binlog import events as ev
 from pycanal.binlog.jsonb import to_json_text
 from pycanal.binlog.rows import MISSING, JsonPatch, JsonText
-from pycanal.parse.ddl import is_ddl
 
 _BEGIN = re.compile(r"^\s*(BEGIN|XA\s+START)\b", re.IGNORECASE)
 _COMMIT = re.compile(r"^\s*COMMIT\b", re.IGNORECASE)
@@ -268,6 +267,8 @@ class Recorder:
                 yield self._base(e, "XA" + m.group(1).upper(), schema=e.schema or None, sql=sql)
                 self.gtid = None
             else:
+                from pycanal.parse.ddl import is_ddl  # the DDL parser, once a statement needs it
+
                 kind = "DDL" if is_ddl(sql, e.status.get("sql_mode", 0)) else "QUERY"
                 yield self._base(e, kind, schema=e.schema or None, sql=sql)
                 if kind == "DDL":
