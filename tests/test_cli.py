@@ -284,3 +284,17 @@ def test_pipeline_kafka_config_is_checked_before_spark_starts(tmp_path: Path) ->
     done = run(*kafka, "--kafka-config", "sasl.jaas.config")  # no '=': the value is never echoed
     assert done.returncode == 2 and done.stderr == "pycanal: error: --kafka-config #1: expected KEY=VALUE\n"
     assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("sizes", [[], [5] * 3000, [100_000] * 7, [300_000, 1, 262_143, 262_144, 0, 2]])
+def test_lines_are_written_whole_in_chunks(sizes: list[int]) -> None:
+    """``_write`` flushes every 1,024 lines or 256 Ki characters: each line once, in order, ended by
+    a newline, whatever the chunk boundaries; and the count of lines."""
+    import io
+
+    from pycanal.cli.binlog import _write
+
+    lines = [chr(97 + i % 26) * n for i, n in enumerate(sizes)]
+    out = io.StringIO()
+    assert _write(out, iter(lines)) == len(lines)
+    assert out.getvalue() == "".join(line + "\n" for line in lines)

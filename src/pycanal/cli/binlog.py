@@ -38,6 +38,7 @@ _HEARTBEATS = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
 # pool's start costs more than it saves. A part is at most _PART_BYTES of the file.
 _PARALLEL_BYTES = 4 << 20
 _PART_BYTES = 8 << 20
+_CHUNK_CHARS = 1 << 18
 
 
 class Format(StrEnum):
@@ -133,18 +134,22 @@ def decode(
 
 
 def _write(out: TextIO, lines: Iterable[str]) -> int:
-    """Write ``lines`` in chunks (one write per line costs as much as making the line); when the
-    input fails midway, what came before the bad event is written first. Returns the count."""
+    """Write ``lines`` in chunks of 1,024 lines or 256 Ki characters, whichever comes first (one
+    write per line costs as much as making the line; 1,024 lines of 42 KB rows, joined and encoded
+    as one 43 MB text, took 40% longer than the same lines 64 at a time); when the input fails
+    midway, what came before the bad event is written first. Returns the count."""
     chunk: list[str] = []
-    n = 0
+    n = size = 0
     try:
         for line in lines:
             chunk.append(line)
-            if len(chunk) == 1024:
-                n += 1024
+            size += len(line)
+            if size >= _CHUNK_CHARS or len(chunk) == 1024:
+                n += len(chunk)
                 chunk.append("")
                 out.write("\n".join(chunk))
                 chunk = []
+                size = 0
     finally:
         if chunk:
             n += len(chunk)
