@@ -64,6 +64,7 @@ _ROWS_V2 = frozenset(
     }
 )
 _ROWS_COMPRESSED = frozenset(t for t in _ROWS_KIND if t >= 166)
+_SPECS_KEY = ("pycanal.binlog.decoder", "specs")  # a TableMap's column specs, beside its decoders
 # Event types pycanal knows and keeps as bytes: they carry no row change.
 _OPAQUE = frozenset(
     {
@@ -463,7 +464,9 @@ class EventDecoder:
         key = (bitmap1, bitmap2, kind, partial)
         decode = tm.decoders.get(key)
         if decode is None:
-            specs = column_specs(tm, self.codec_for)
+            specs = tm.decoders.get(_SPECS_KEY)  # once per table: MINIMAL images bring many bitmaps
+            if specs is None:
+                specs = tm.decoders[_SPECS_KEY] = column_specs(tm, self.codec_for)
             decode = build_decoder(specs, before, after, partial_json=partial)
             decode.specs = specs  # type: ignore[attr-defined]
             tm.decoders[key] = decode
