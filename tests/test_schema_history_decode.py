@@ -247,3 +247,44 @@ def test_filtered_tables_are_left_alone(minimal):
     assert [(t, n) for t, _, n, _ in got] == [("skip", []), ("keep", ["id"])]
     assert history.store.ddls(None, None) == []  # the filtered table's DDL is not recorded
     history.close()
+
+
+def test_minimal_metadata_names_of_a_table_reopened_under_new_ids(minimal, tmp_path):
+    """FLUSH TABLES gives the table a new id each time: the history completes the map once per
+    version and hands it on under the new id (rows use the right map, the compiled code is
+    shared); a rename of a column to one of the same type (the same binlog bytes but the id) is a
+    new version with the new name."""
+    db = minimal
+    db.execute("CREATE TABLE shdec.r (id int PRIMARY KEY, a int)")
+    start = db.current_binlog()
+    history = SchemaHistory(tmp_path / "history.db", connect=db.root_connection, filter=FILTER)
+    history.start(start)
+    for i in range(3):
+        db.execute(f"INSERT INTO shdec.r VALUES ({i}, {10 * i})")
+        db.execute("FLUSH TABLES")
+    db.execute("ALTER TABLE shdec.r RENAME COLUMN a TO b")
+    db.execute("INSERT INTO shdec.r VALUES (3, 30)")
+    maps = []
+    decoder = EventDecoder(table_meta=history.table_meta)
+    for path in [p for p in db.binlog_files() if p.name >= start[0]]:
+        decoder.source, decoder.file = str(path), path.name
+        for pos, raw in iter_frames(Path(path).read_bytes(), str(path)):
+            if (path.name, pos) < start and raw[4] != E.FORMAT_DESCRIPTION:
+                continue
+            history.at((path.name, pos))
+            event = decoder.decode(raw, pos)
+            if (
+                isinstance(event, QueryEvent)
+                and (path.name, pos) >= start
+                and event.query not in ("BEGIN", "COMMIT")
+            ):
+                history.apply_event(event)
+            elif isinstance(event, RowsEvent) and event.schema == "shdec":
+                maps.append((event.table_map, event.rows))
+    history.close()
+    assert [(tm.names, rows) for tm, rows in maps] == [
+        (["id", "a"], [(0, 0)]), (["id", "a"], [(1, 10)]), (["id", "a"], [(2, 20)]), (["id", "b"], [(3, 30)])
+    ]  # fmt: skip
+    assert len({tm.table_id for tm, _ in maps}) == 4
+    assert maps[0][0].decoders is maps[1][0].decoders is maps[2][0].decoders
+    assert maps[3][0].decoders is not maps[0][0].decoders

@@ -6,7 +6,7 @@ charsets, names, ENUM/SET labels, primary key, geometry types, visibility and ve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .charsets import codec_for_collation
 from .constants import ColumnType as T
@@ -73,6 +73,14 @@ class TableMap:
     @property
     def column_count(self) -> int:
         return len(self.types)
+
+    def layout(self) -> str:
+        """Every field but the table id (and the raw body holding it), as a key: TableMaps of one
+        layout decode and convert alike, whatever id the server gave the table this time."""
+        return repr(tuple(getattr(self, name) for name in _LAYOUT_FIELDS))
+
+
+_LAYOUT_FIELDS = tuple(f.name for f in fields(TableMap) if f.name not in ("table_id", "raw", "decoders"))
 
 
 def _real_string_type(meta0: int, meta1: int) -> tuple[int, int]:

@@ -8,6 +8,7 @@ form (DECIMAL as its exact string, binary as base64, JSON as itself, temporal as
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -73,6 +74,7 @@ def _image(values: tuple | None) -> str:
         return "[" + ", ".join(map(json_value, values)) + "]"
 
 
+@functools.lru_cache(maxsize=4096)  # by value types alone: tables of one shape share the code
 def _image_code(types: tuple[type | None, ...]) -> Any:
     """``_image`` compiled for rows whose values have ``types`` (a table's rows repeat one shape):
     per column its form, guarded by the type (any other value takes ``json_value``), one f-string.

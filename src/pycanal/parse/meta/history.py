@@ -294,8 +294,17 @@ class SchemaHistory:
             return hit
         if not self.accepts(tm.schema, tm.table):
             return tm  # the caller filters these rows out; no names needed
-        problem = "the table is not in the schema history" if table is None else self.check(table, tm)
         key = (raw_key, table.uid if table is not None else None)
+        if table is not None:
+            # The table reopened under a new id (FLUSH TABLES, more tables than the server's
+            # table_definition_cache): the same version's map, checked and completed before.
+            again = self._cache.get((tm.layout(), table.uid))
+            if again is not None:
+                done = dataclasses.replace(again, table_id=tm.table_id, raw=tm.raw)
+                done.decoders = again.decoders
+                self._cache[key] = done
+                return done
+        problem = "the table is not in the schema history" if table is None else self.check(table, tm)
         if problem is not None:
             try:
                 table = self._reread(tm, problem)
@@ -310,7 +319,7 @@ class SchemaHistory:
         completed = self._complete(tm, table)
         if len(self._cache) > 65536:
             self._cache.clear()
-        self._cache[(raw_key, table.uid)] = completed
+        self._cache[(raw_key, table.uid)] = self._cache[(tm.layout(), table.uid)] = completed
         return completed
 
     def _reread(self, tm: TableMap, problem: str) -> Table:
