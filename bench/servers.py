@@ -36,6 +36,9 @@ __all__ = [
     "Feed",
     "race",
     "canal_server",
+    "pairwise",
+    "race_options",
+    "racers",
     "profile_of",
     "pycanal_server",
     "shipped_settings",
@@ -200,6 +203,22 @@ def race(
         finally:
             conn.disconnect()
     return res
+
+
+def race_options(ap: Any) -> None:
+    """``--repeat`` (runs of each server, alternated) and ``--skip-canal`` on an argument parser."""
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each server, alternated (default 3)")
+    ap.add_argument("--skip-canal", action="store_true", help="pycanal only: no Canal 1.1.7 column")
+
+
+def racers(args: Any) -> list[str]:
+    """The servers ``race_options`` chose, in the order they alternate."""
+    return ["pycanal"] + ([] if args.skip_canal else ["canal"])
+
+
+def pairwise(runs: dict[str, list[dict[str, Any]]], key: str) -> list[float]:
+    """``key`` of each pycanal run over the Canal run alternated with it."""
+    return [round(p[key] / c[key], 3) for p, c in zip(runs["pycanal"], runs["canal"], strict=True)]
 
 
 def _tree(pid: int) -> list[int]:

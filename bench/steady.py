@@ -133,12 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=int, default=1000, help="transactions/s sysbench writes (default 1000)")
     ap.add_argument("--seconds", type=int, default=20, help="how long it writes (default 20)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per server, alternated (default 3)")
-    ap.add_argument("--skip-canal", action="store_true", help="pycanal only")
+    servers.race_options(ap)
     args = ap.parse_args(argv)
     if min(args.rate, args.seconds, args.repeat) < 1:
         ap.error("--rate, --seconds and --repeat must be positive")
-    names = ["pycanal"] + ([] if args.skip_canal else ["canal"])
+    names = servers.racers(args)
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     with contextlib.redirect_stdout(sys.stderr), oltp.source_db() as db, tempfile.TemporaryDirectory() as tmp:
         oltp.sysbench(db, "oltp_write_only", "prepare", *COMMON)
@@ -155,10 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
     }
     if "canal" in runs:
-        result["pycanal_over_canal_cpu"] = [
-            round(p["server_cpu_us_per_txn"] / c["server_cpu_us_per_txn"], 3)
-            for p, c in zip(runs["pycanal"], runs["canal"], strict=True)
-        ]
+        result["pycanal_over_canal_cpu"] = servers.pairwise(runs, "server_cpu_us_per_txn")
     print(json.dumps(result, indent=2))
     return 0
 

@@ -64,12 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", type=int, default=1000, help="tables written round-robin (default 1000)")
     ap.add_argument("--transactions", type=int, default=10_000, help="1-row INSERTs (default 10000)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs of each server, alternated (default 3)")
-    ap.add_argument("--skip-canal", action="store_true", help="no Canal 1.1.7 column")
+    servers.race_options(ap)
     args = ap.parse_args(argv)
     if min(args.tables, args.transactions, args.repeat) < 1:
         ap.error("--tables, --transactions and --repeat must be positive")
-    names = ["pycanal"] + ([] if args.skip_canal else ["canal"])
+    names = servers.racers(args)
     result: dict[str, Any] = {"bench": "table_ids", "settings": vars(args) | {"server_args": CACHE}}
     extra = [*CACHE, "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0"]
     with contextlib.redirect_stdout(sys.stderr), PrivateMariaDB(extra_args=extra) as db:
@@ -119,10 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         for n, rs in runs.items()
     }  # fmt: skip
     if "canal" in runs:
-        result["pycanal_over_canal"] = [
-            round(p["txn_per_s"] / c["txn_per_s"], 3)
-            for p, c in zip(runs["pycanal"], runs["canal"], strict=True)
-        ]
+        result["pycanal_over_canal"] = servers.pairwise(runs, "txn_per_s")
     print(json.dumps(result, indent=2))
     return 0
 
