@@ -106,7 +106,6 @@ def _dump(v: Any) -> str:
 
 
 _TABLE_KEY = ("pycanal.parse.canonical", "table")
-_IMAGE_KEY = ("pycanal.parse.canonical", "image")
 _SEEN_KEY = ("pycanal.parse.canonical", "seen")
 
 
@@ -171,10 +170,7 @@ class Recorder:
                         types[i] = seen[i]
                     else:
                         seen[i] = t
-            key = (_IMAGE_KEY, tuple(types))
-            code = tm.decoders.get(key)
-            if code is None:
-                code = tm.decoders[key] = _image_code(key[1])
+            code = _image_code(tuple(types))
         else:
             code = _image
         for row in rows:

@@ -295,15 +295,15 @@ class SchemaHistory:
         if not self.accepts(tm.schema, tm.table):
             return tm  # the caller filters these rows out; no names needed
         key = (raw_key, table.uid if table is not None else None)
+        layout = tm.layout()
         if table is not None:
             # The table reopened under a new id (FLUSH TABLES, more tables than the server's
             # table_definition_cache): the same version's map, checked and completed before.
-            again = self._cache.get((tm.layout(), table.uid))
+            again = self._cache.get((layout, table.uid))
             if again is not None:
                 done = dataclasses.replace(again, table_id=tm.table_id, raw=tm.raw)
                 done.decoders = again.decoders
-                self._cache[key] = done
-                return done
+                return self._keep(done, key)
         problem = "the table is not in the schema history" if table is None else self.check(table, tm)
         if problem is not None:
             try:
@@ -314,13 +314,17 @@ class SchemaHistory:
                 # FULL row metadata names every column: the binlog itself is right, whatever the
                 # model says (a start before a DDL the snapshot already contains, say).
                 self.alarm(f"{exc}; decoding with the binlog's own FULL metadata")
-                self._cache[key] = tm
-                return tm
-        completed = self._complete(tm, table)
+                return self._keep(tm, key)
+        return self._keep(self._complete(tm, table), (raw_key, table.uid), (layout, table.uid))
+
+    def _keep(self, tm: TableMap, *keys: Any) -> TableMap:
+        """``tm`` cached under ``keys`` (a bounded cache: a table reopened under a new id every
+        transaction adds a key each time)."""
         if len(self._cache) > 65536:
             self._cache.clear()
-        self._cache[(raw_key, table.uid)] = self._cache[(tm.layout(), table.uid)] = completed
-        return completed
+        for key in keys:
+            self._cache[key] = tm
+        return tm
 
     def _reread(self, tm: TableMap, problem: str) -> Table:
         name = f"{tm.schema}.{tm.table}"
