@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 import warnings
 import weakref
@@ -41,6 +42,7 @@ from .records import Record
 __all__ = ["KafkaSender", "SendError", "TransactionalKafkaSender"]
 
 log = logging.getLogger(__name__)
+_MILLIS = re.compile(r"\d+ms\b")
 
 
 class SendError(RuntimeError):
@@ -55,14 +57,29 @@ class SendError(RuntimeError):
 
 
 class _ClientLog:
-    """librdkafka's log lines into this module's logger, but those of a refused login (one at each
-    of its reconnects) or a refused authorization at DEBUG: the failed send says it once, with what
-    to check."""
+    """librdkafka's log lines into this module's logger. A line it repeats is logged at its level
+    once a minute, its repeats at DEBUG: a broker it cannot reach gave ~18 identical "Connect ...
+    failed" lines a second (one per reconnect), where the failed send already says so once a try.
+    The lines of a refused login (one at each of its reconnects) or a refused authorization are at
+    DEBUG: the failed send says it once, with what to check."""
+
+    REPEAT_SECONDS = 60.0
+
+    def __init__(self) -> None:
+        self._logged: dict[str, float] = {}  # a line's text -> when it was last logged at its level
 
     def log(self, level: int, msg: str, *args: Any) -> None:
         text = str(args[-1]) if args else ""
         if "SASL authentication error" in text or "authorization failed" in text:
             level = logging.DEBUG
+        elif level > logging.DEBUG:
+            now, key = time.monotonic(), _MILLIS.sub("ms", text)  # "(after 0ms in state CONNECT)"
+            if now - self._logged.get(key, -self.REPEAT_SECONDS) < self.REPEAT_SECONDS:
+                level = logging.DEBUG
+            else:
+                if len(self._logged) > 1024:  # texts name brokers and threads: few, but bounded
+                    self._logged.clear()
+                self._logged[key] = now
         log.log(level, msg, *args)
 
 
