@@ -292,7 +292,7 @@ class EventDecoder:
             return ev.RowsQueryEvent(*h, query=body.decode("utf-8", "surrogateescape"))
         if typ == E.MARIADB_GTID:
             info = _gtid.decode_mariadb_gtid_event(body, h[2])
-            return ev.GtidEvent(*h, gtid=str(info.gtid), info=info)
+            return ev.GtidEvent(*h, gtid=info.text, info=info)
         if typ == E.ROTATE:
             ph = self.post_header_len(E.ROTATE)
             position = _U64.unpack_from(body, 0)[0] if ph == 8 else 4

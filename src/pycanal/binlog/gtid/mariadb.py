@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -40,7 +41,12 @@ class MariadbGtid:
         return cls(int(parts[0]), int(parts[1]), int(parts[2]))
 
     def __str__(self) -> str:
-        return f"{self.domain_id}-{self.server_id}-{self.seq_no}"
+        return gtid_text(self.domain_id, self.server_id, self.seq_no)
+
+
+def gtid_text(domain_id: int, server_id: int, seq_no: int) -> str:
+    """A MariaDB GTID's text, ``domain_id-server_id-seq_no``."""
+    return f"{domain_id}-{server_id}-{seq_no}"
 
 
 class MariadbGtidSet:
@@ -164,6 +170,12 @@ class MariadbGtidEvent:
         return MariadbGtid(self.domain_id, self.server_id, self.seq_no)
 
     @property
+    def text(self) -> str:
+        """``str(self.gtid)`` without making (and range-checking) a :class:`MariadbGtid`: the
+        decoder names every transaction's GTID so."""
+        return gtid_text(self.domain_id, self.server_id, self.seq_no)
+
+    @property
     def standalone(self) -> bool:
         """No BEGIN..COMMIT follows: the group is one statement (e.g. DDL) with no XID/COMMIT."""
         return bool(self.flags2 & self.FL_STANDALONE)
@@ -186,6 +198,8 @@ class MariadbGtidEvent:
 
 
 _MARIADB_GTID_HEADER_LEN = 19
+_GTID_HEAD = struct.Struct("<QIB")  # seq_no, domain_id, flags2
+_NAME = "MariaDB GTID_EVENT"
 _XA_PART_MAX = 64
 
 
@@ -200,27 +214,26 @@ def decode_mariadb_gtid_event(body: bytes | bytearray | memoryview, server_id: i
     byte reads as ``flags_extra = 0``.
     """
     data = _raw(body, "MariaDB GTID_EVENT body")
-    name = "MariaDB GTID_EVENT"
     n = len(data)
     if n < _MARIADB_GTID_HEADER_LEN:
-        raise BinlogError(f"{name}: truncated, {n} byte(s) but at least {_MARIADB_GTID_HEADER_LEN} required")
-    seq_no = int.from_bytes(data[0:8], "little")
-    domain_id = int.from_bytes(data[8:12], "little")
-    flags2 = data[12]
+        raise BinlogError(f"{_NAME}: truncated, {n} byte(s) but at least {_MARIADB_GTID_HEADER_LEN} required")
+    seq_no, domain_id, flags2 = _GTID_HEAD.unpack_from(data)
     pos = 13
     commit_id = None
     if flags2 & MariadbGtidEvent.FL_GROUP_COMMIT_ID:
-        commit_id = _u(data, pos, 8, name + " commit_id")
+        commit_id = _u(data, pos, 8, _NAME + " commit_id")
         pos += 8
     xid = None
     if flags2 & (MariadbGtidEvent.FL_PREPARED_XA | MariadbGtidEvent.FL_COMPLETED_XA):
-        format_id = _u(data, pos, 4, name + " XA formatID")
-        _need(data, pos + 4, 2, name + " XA gtrid/bqual lengths")
+        format_id = _u(data, pos, 4, _NAME + " XA formatID")
+        _need(data, pos + 4, 2, _NAME + " XA gtrid/bqual lengths")
         gtrid_len, bqual_len = data[pos + 4], data[pos + 5]
         if gtrid_len > _XA_PART_MAX or bqual_len > _XA_PART_MAX:
-            raise BinlogError(f"{name}: XA gtrid/bqual lengths {gtrid_len}/{bqual_len} exceed {_XA_PART_MAX}")
+            raise BinlogError(
+                f"{_NAME}: XA gtrid/bqual lengths {gtrid_len}/{bqual_len} exceed {_XA_PART_MAX}"
+            )
         pos += 6
-        _need(data, pos, gtrid_len + bqual_len, name + " XA xid data")
+        _need(data, pos, gtrid_len + bqual_len, _NAME + " XA xid data")
         xid = MariadbXid(
             format_id, data[pos : pos + gtrid_len], data[pos + gtrid_len : pos + gtrid_len + bqual_len]
         )
@@ -231,25 +244,25 @@ def decode_mariadb_gtid_event(body: bytes | bytearray | memoryview, server_id: i
         flags_extra = data[pos]
         pos += 1
         if flags_extra & MariadbGtidEvent.FL_EXTRA_MULTI_ENGINE:
-            extra_engines = _u(data, pos, 1, name + " extra_engines")
+            extra_engines = _u(data, pos, 1, _NAME + " extra_engines")
             pos += 1
         if flags_extra & (MariadbGtidEvent.FL_COMMIT_ALTER | MariadbGtidEvent.FL_ROLLBACK_ALTER):
-            sa_seq_no = _u(data, pos, 8, name + " start-alter seq_no")
+            sa_seq_no = _u(data, pos, 8, _NAME + " start-alter seq_no")
             pos += 8
         if flags_extra & MariadbGtidEvent.FL_EXTRA_THREAD_ID:
-            thread_id = _u(data, pos, 4, name + " thread_id")
+            thread_id = _u(data, pos, 4, _NAME + " thread_id")
             pos += 4
-    return MariadbGtidEvent(
-        seq_no=seq_no,
-        domain_id=domain_id,
-        server_id=_check_server_id(server_id),
-        flags2=flags2,
-        commit_id=commit_id,
-        xid=xid,
-        flags_extra=flags_extra,
-        extra_engines=extra_engines,
-        sa_seq_no=sa_seq_no,
-        thread_id=thread_id,
+    return MariadbGtidEvent(  # the fields in order (by keyword: 0.2 us more an event)
+        seq_no,
+        domain_id,
+        _check_server_id(server_id),
+        flags2,
+        commit_id,
+        xid,
+        flags_extra,
+        extra_engines,
+        sa_seq_no,
+        thread_id,
     )
 
 
