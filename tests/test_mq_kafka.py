@@ -413,7 +413,8 @@ def test_unreachable_broker_is_one_line_naming_destination_and_topic(
     assert client_lines and len(client_lines) <= 3, client_lines[:5]
     t0 = time.monotonic()
     assert server.stop() == 0
-    assert time.monotonic() - t0 < 10  # a send waiting for the broker does not hold up the stop
+    took = time.monotonic() - t0  # a send waiting for the broker does not hold up the stop
+    assert took < 10, (took, server.text()[-2000:])  # its stop's lines say which part took the time
     meta = conf / "data" / "shop" / "meta.dat"
     assert not meta.exists() or '"cursor"' not in meta.read_text()  # nothing acked
 

@@ -23,6 +23,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -200,6 +201,7 @@ class CanalLauncher:
 
     def stop(self) -> None:
         self._stop.set()
+        began = time.monotonic()  # the stop's time in its last line, as Canal says when it is down
         if self.tcp is not None:
             self.tcp.stop()
         if self.metrics is not None:
@@ -210,7 +212,7 @@ class CanalLauncher:
             self.zk.stop()
             self.zk.close()
             self.zk = None
-        log.info("event=server-stopped")
+        log.info("event=server-stopped took=%.1fs", time.monotonic() - began)
 
     def run(self) -> None:
         """Start, then serve until SIGTERM/SIGINT (main thread only) or :meth:`stop`."""

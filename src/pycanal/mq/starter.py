@@ -410,9 +410,14 @@ class MQStarter:
         sender = worker.sender  # read once: the worker may be dropping it
         if sender is not None:
             sender.abort()  # a send waiting for an unreachable broker fails now
+        began = time.monotonic()
         worker.join(timeout)
         if worker.is_alive():
             log.warning("event=mq-worker-stuck destination=%s", destination)
+        else:
+            log.info(
+                "event=mq-worker-stopped destination=%s took=%.1fs", destination, time.monotonic() - began
+            )
 
     def stop(self) -> None:
         with self._lock:
