@@ -415,6 +415,8 @@ def test_unreachable_broker_is_one_line_naming_destination_and_topic(
     assert server.stop() == 0
     took = time.monotonic() - t0  # a send waiting for the broker does not hold up the stop
     assert took < 10, (took, server.text()[-2000:])  # its stop's lines say which part took the time
+    assert "event=mq-worker-stopped destination=shop took=" in server.text()
+    assert "event=server-stopped took=" in server.text()
     meta = conf / "data" / "shop" / "meta.dat"
     assert not meta.exists() or '"cursor"' not in meta.read_text()  # nothing acked
 

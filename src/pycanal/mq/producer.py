@@ -74,7 +74,8 @@ class _ClientLog:
             level = logging.DEBUG
         elif level > logging.DEBUG:
             now, key = time.monotonic(), _MILLIS.sub("ms", text)  # "(after 0ms in state CONNECT)"
-            if now - self._logged.get(key, -self.REPEAT_SECONDS) < self.REPEAT_SECONDS:
+            last = self._logged.get(key)
+            if last is not None and now - last < self.REPEAT_SECONDS:
                 level = logging.DEBUG
             else:
                 if len(self._logged) > 1024:  # texts name brokers and threads: few, but bounded
