@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
+from pycanal.testing import _process as process_module
 from pycanal.testing.kafka import KAFKA_VERSION, KafkaStartError, PrivateKafka
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -39,8 +41,20 @@ def test_session_broker_creates_topics_and_serves_records(kafka: PrivateKafka) -
     assert "__pycanal_ready" not in kafka.topics()
 
 
-def test_auto_create_off_restart_keeps_records_stop_removes_dir(kafka_factory) -> None:
-    broker = kafka_factory(auto_create=False, partitions=2)
+def test_port_clash_retried_auto_create_off_restart_keeps_records_stop_removes_dir(
+    kafka_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The broker's first port is taken: Kafka logs the BindException and then ~60 lines of
+    # shutdown, and the fixture must still see the clash and move to another port (stop 56's CI).
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        ports = iter([taken])
+        real = process_module.free_port
+        monkeypatch.setattr(process_module, "free_port", lambda: next(ports, None) or real())
+        broker = kafka_factory(auto_create=False, partitions=2)
+    assert broker.port != taken
     root = broker.root_dir
     assert root is not None and root.is_dir()
     producer = Producer(broker.client_config(**{"message.timeout.ms": 3000}))

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import ClassVar, Self
 
 _PORT_ATTEMPTS = 8
+_ERROR_LINE = re.compile(r"\b(ERROR|FATAL|SEVERE)\b|Exception:")
 
 
 def free_port() -> int:
@@ -40,12 +41,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def tail(path: Path, lines: int = 40) -> str:
-    """The last lines of a log file, or "" if it cannot be read (for start-up error messages)."""
+def _read(path: Path, start: int = 0) -> str:
+    """The file from byte ``start`` (from its beginning if it is shorter now: truncated), or ""."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(path, "rb") as f:
+            if start and f.seek(0, os.SEEK_END) >= start:
+                f.seek(start)
+            else:
+                f.seek(0)
+            return f.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """The last lines of a log file, or "" if it cannot be read (for start-up error messages)."""
+    return "\n".join(_read(path).splitlines()[-lines:])
 
 
 def find_java() -> str:
@@ -174,6 +185,7 @@ class PrivateServer(abc.ABC):
         self._deadline = 0.0
         self._finalizer: weakref.finalize | None = None
         self._stopped = False
+        self._log_marks: dict[Path, int] = {}
 
     def __enter__(self) -> Self:
         if self.process is None:
@@ -273,6 +285,7 @@ class PrivateServer(abc.ABC):
     ) -> None:
         """Start the server process (``env``: its whole environment, default ours), its output in
         ``output``; its start-up deadline counts from now."""
+        self._log_marks = {path: path.stat().st_size for path in self._log_files() if path.exists()}
         self.process = spawn(
             command,
             output,
@@ -321,11 +334,18 @@ class PrivateServer(abc.ABC):
             time.sleep(interval)
 
     def _exit_error(self, returncode: int) -> Exception:
-        """Why the process ended during start-up."""
-        logs = self.logs()
-        if self.bind_error.search(logs):
+        """Why the process ended during start-up. All this launch wrote is searched, not a tail: a
+        broker that cannot bind logs its shutdown after the bind error, more lines than a tail
+        shows; and not what earlier launches appended (a restart after a port clash)."""
+        marks = self._log_marks
+        whole = "\n".join(_read(path, marks.get(path, 0)) for path in self._log_files())
+        if self.bind_error.search(whole):
             return PortTaken()
-        return self.start_error(f"{self.name} exited with code {returncode} during start-up:\n{logs}")
+        first = next((line for line in whole.splitlines() if _ERROR_LINE.search(line)), None)
+        cause = f"first error: {first}\n" if first else ""
+        return self.start_error(
+            f"{self.name} exited with code {returncode} during start-up:\n{cause}{self.logs()}"
+        )
 
     @property
     def _state(self) -> str:
