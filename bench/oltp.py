@@ -194,7 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", type=int, default=4)
     ap.add_argument("--table-size", type=int, default=20_000)
     ap.add_argument("--threads", type=int, default=8)
-    ap.add_argument("--events", type=int, default=15_000, help="oltp_write_only transactions")
+    ap.add_argument(
+        "--events",
+        type=int,
+        default=15_000,
+        help="oltp_write_only transactions (0: skip; sysbench's 0 is no limit)",
+    )
     ap.add_argument(
         "--insert-events", type=int, default=20_000, help="oltp_insert 1-row transactions (0: skip)"
     )
@@ -226,9 +231,11 @@ def main(argv: list[str] | None = None) -> int:
             sysbench(warm_db, "oltp_write_only", "prepare", *common)
             warmup = run_workload(warm_db, "oltp_write_only", max(1, args.events // 3), args.threads, common)
             warm_feed = servers.Feed(warm_db, (warmup["file"].name, 4), "sbtest.*")
-            workloads = {
-                "oltp_write_only": run_workload(db, "oltp_write_only", args.events, args.threads, common)
-            }
+            workloads = {}
+            if args.events:
+                workloads["oltp_write_only"] = run_workload(
+                    db, "oltp_write_only", args.events, args.threads, common
+                )
             if args.insert_events:
                 workloads["oltp_insert"] = run_workload(
                     db, "oltp_insert", args.insert_events, args.threads, common
