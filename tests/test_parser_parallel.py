@@ -291,6 +291,31 @@ def test_a_subscription_filter_change_reaches_the_parser(
     assert tables() == ["a", "b", "a"]
 
 
+def test_after_a_quiet_spell_a_transaction_goes_at_once(db: PrivateMariaDB, tmp_path: Path) -> None:
+    """Transactions 1.2 s apart with a 1 s linger: each comes a linger after the last chunk went,
+    so it goes to the second process at once and reaches the sink in well under the linger (a
+    linger counted from its own arrival would hold each for a second)."""
+    db.execute("CREATE DATABASE IF NOT EXISTS pp_quiet")
+    db.execute("CREATE TABLE pp_quiet.t (id INT PRIMARY KEY)")
+    file, pos = db.current_binlog()
+    sink = RecordSink()
+    parser = make_parser(db, sink, tmp_path, "quiet", master_position=EntryPosition(file, pos),
+                         parallel=True, linger=1.0, event_filters=EventFilters(query_dml=True))  # fmt: skip
+    parser.start()
+    waited = []
+    try:
+        with db.root_connection("pp_quiet") as conn, conn.cursor() as cur:
+            for i in range(4):
+                time.sleep(1.2)
+                cur.execute(f"INSERT INTO t VALUES ({i})")
+                began = time.monotonic()
+                wait_for(lambda i=i: sink.ends() > i, timeout=10)
+                waited.append(time.monotonic() - began)
+    finally:
+        parser.stop()
+    assert max(waited) < 0.8, waited
+
+
 @pytest.mark.parametrize("linger", [0.0, 1.0])
 def test_a_trickle_of_transactions_waits_the_linger_for_more(
     db: PrivateMariaDB, tmp_path: Path, linger: float

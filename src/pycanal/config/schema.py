@@ -238,10 +238,10 @@ _k("canal.instance.get.ddl.isolation", "false", _bool, I, "a DDL comes alone in 
 _k("canal.instance.parser.parallel", "true", _bool, I, "decode and convert in a second process")
 _k(
     "canal.instance.parser.lingerMs",
-    "10",
+    "5",
     _int,
     I,
-    "pycanal: how long the parallel parser's next chunk waits for more events once the source is quiet",
+    "pycanal: how long after the last chunk the parallel parser's next one waits for more events",
 )
 _k("canal.instance.parser.parallelThreadSize", "", _opt_int, I, "checked, not used: one conversion process")
 _k(

@@ -86,8 +86,8 @@ class MysqlEventParser(StartPositionSearch):
         timezone: TIMESTAMP rendering of the converter.
         parallel: decode and convert in a second process (:mod:`pycanal.parse.worker`)
             [canal.instance.parser.parallel].
-        linger: with ``parallel``, how long (s) a chunk of events waits for more once the socket
-            is quiet [canal.instance.parser.lingerMs].
+        linger: with ``parallel``, how long (s) after the last chunk of events the next one waits
+            for more once the socket is quiet [canal.instance.parser.lingerMs].
     """
 
     def __init__(
@@ -129,7 +129,7 @@ class MysqlEventParser(StartPositionSearch):
         event_filters: EventFilters | None = None,
         field_filter: FieldFilter | None = None,
         parallel: bool = False,
-        linger: float = 0.010,
+        linger: float = 0.005,
     ) -> None:
         if sink is None:
             raise ValueError("MysqlEventParser needs a sink")
@@ -485,13 +485,13 @@ class MysqlEventParser(StartPositionSearch):
             linger = self.linger
 
             def on_wait() -> None:
-                # Nothing more to read for now. A chunk opened less than `linger` ago waits for
-                # more bytes (a trickle of 1-row transactions would be a round trip each); then
-                # what the worker answers goes to the store, waiting for its answers as long as
-                # the socket stays quiet.
-                since = worker.queued_at
-                if since is not None:
-                    left = since + linger - time.monotonic()
+                # Nothing more to read for now. The open chunk waits for more bytes until
+                # `linger` after the last chunk went (a stream of 1-row transactions would be a
+                # round trip each; after a quiet spell it goes at once) or that chunk's answer;
+                # then what the worker answers goes to the store, waiting for its answers as
+                # long as the socket stays quiet.
+                if worker.queued_at is not None:
+                    left = worker.sent_at + linger - time.monotonic()
                     if left > 0 and conn.wait_readable(worker.fileno(), left):
                         return
                 worker.flush()

@@ -16,9 +16,10 @@ point of the stream (after the DDL before it): a chunk names them in order, a co
 per schema version.
 
 Chunks close at ``chunk_events`` events or ``chunk_bytes`` bytes, or on :meth:`flush` (the parser
-flushes when the socket has had nothing more to read for its ``linger``: a chunk costs a round
-trip to the worker whatever its size, so on a trickle of small transactions it waits a few
-milliseconds for more rather than send every transaction alone). The reading process never writes more than
+flushes once the socket has nothing more to read and its ``linger`` has passed since the last chunk
+went, or the worker answered that chunk: a chunk costs a round trip to the worker whatever its
+size, so a stream of small transactions goes in chunks of a linger's worth, while a transaction
+after a quiet spell goes at once). The reading process never writes more than
 the pipe holds while the worker may be blocked writing its answers (no deadlock), and waits for
 answers then. The transaction's frame (GTID, BEGIN, XID events) is converted by the reading
 process (:meth:`ConvertWorker.feed`: its records take their place in the order); the worker only
@@ -102,6 +103,7 @@ class ConvertWorker:
     ) -> None:
         self.chunk_events, self.chunk_bytes = chunk_events, chunk_bytes
         self.queued_at: float | None = None  # time.monotonic() of the open chunk's first event
+        self.sent_at = 0.0  # time.monotonic() when the last chunk went
         self.chunks_sent = 0
         self._records = convert.records  # the transaction frames, converted here
         self._filter = convert.table_filter  # a subscription may replace its lists: shipped then
@@ -213,6 +215,7 @@ class ConvertWorker:
             self._inflight.append(chunk)
             self._held += len(msg)
             self.chunks_sent += 1
+            self.sent_at = time.monotonic()
         elif self._owns:  # only records of our own: after the chunks still out, if any
             owns, self._owns = self._owns, []
             if self._inflight:
