@@ -45,7 +45,7 @@ def test_port_clash_retried_auto_create_off_restart_keeps_records_stop_removes_d
     kafka_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The broker's first port is taken: Kafka logs the BindException and then ~60 lines of
-    # shutdown, and the fixture must still see the clash and move to another port (stop 56's CI).
+    # shutdown, and the fixture must still see the clash and move to another port.
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()

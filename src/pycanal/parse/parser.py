@@ -490,7 +490,7 @@ class MysqlEventParser(StartPositionSearch):
                 # round trip each; after a quiet spell it goes at once) or that chunk's answer;
                 # then what the worker answers goes to the store, waiting for its answers as
                 # long as the socket stays quiet.
-                if worker.queued_at is not None:
+                if worker.queued:
                     left = worker.sent_at + linger - time.monotonic()
                     if left > 0 and conn.wait_readable(worker.fileno(), left):
                         return

@@ -102,7 +102,6 @@ class ConvertWorker:
         chunk_bytes: int = 256 << 10,
     ) -> None:
         self.chunk_events, self.chunk_bytes = chunk_events, chunk_bytes
-        self.queued_at: float | None = None  # time.monotonic() of the open chunk's first event
         self.sent_at = 0.0  # time.monotonic() when the last chunk went
         self.chunks_sent = 0
         self._records = convert.records  # the transaction frames, converted here
@@ -182,8 +181,6 @@ class ConvertWorker:
 
     def put(self, data: bytes, pos: int) -> bool:
         """Queue one event's bytes (read at ``pos``); True when records are ready to :meth:`take`."""
-        if not self._datas:
-            self.queued_at = time.monotonic()
         self._datas.append(data)
         self._positions.append(pos)
         self._bytes += len(data)
@@ -203,7 +200,6 @@ class ConvertWorker:
             msg = pickle.dumps((self._datas, self._positions, self._metas, lists), _PICKLE)
             chunk = (len(msg), self._owns)
             self._datas, self._positions, self._metas, self._owns, self._bytes = [], [], [], [], 0
-            self.queued_at = None
             # Bytes in the pipe are never more than the unanswered chunks: with room for this
             # one the write cannot block while the worker waits for us to read its answers.
             while self._inflight and self._held + len(msg) > self.capacity:
@@ -240,6 +236,11 @@ class ConvertWorker:
         """Block until the next chunk is answered."""
         if self._inflight:
             self._answer()
+
+    @property
+    def queued(self) -> bool:
+        """Events wait in the open chunk."""
+        return bool(self._datas)
 
     @property
     def busy(self) -> bool:
