@@ -12,7 +12,9 @@ reader takes the same binlog file in one run:
 3. ``python_mysql_replication``: ``BinLogStreamReader`` streaming the file (rows events, every
    value touched).
 4. ``cli_jsonl``: ``pycanal binlog decode FILE --format jsonl > /dev/null`` (its own process, start-up
-   included), against python-mysql-replication + ``json.dumps`` of every row;
+   included), against python-mysql-replication + ``json.dumps`` of every row; ``split_scan``: the
+   scan of every event header that plans the file's parts (``pycanal.binlog.splits``, alone in the
+   CLI's parent and on Spark's driver), compiled and interpreted, as seconds a GiB of such a file;
 5. ``pycanal_server`` and ``canal``: a ``pycanal server`` process and Alibaba Canal 1.1.7 itself
    (``bench/servers.py``: both with Canal's default settings, Canal with ``startup.sh``'s G1 and
    heap), a fresh process per file, drained by the same ``SimpleConnector`` that parses every
@@ -53,11 +55,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decode as decode_bench  # noqa: E402
 import servers  # noqa: E402
-from pycanal.binlog import read_events  # noqa: E402
+from pycanal.binlog import read_events, splits  # noqa: E402
 from pycanal.binlog.events import RowsEvent, TransactionPayloadEvent, XidEvent  # noqa: E402
+from pycanal.compiled import twin  # noqa: E402
 from pycanal.testing.mariadb import PrivateMariaDB, mariadb_binlog_path  # noqa: E402
 
 _T0 = time.monotonic()
+
+
+def scan_speeds(path: Path, repeat: int = 5) -> dict[str, Any]:
+    """``pycanal.binlog.splits.scan`` over the file's bytes in memory, compiled
+    (``scripts/build_ext.py``) and interpreted, the best of ``repeat`` each, as seconds a GiB."""
+    data = path.read_bytes()
+    compiled_splits = twin(splits)
+    out: dict[str, Any] = {"compiled_built": compiled_splits is not splits}
+    for name, module in (("compiled", compiled_splits), ("interpreted", splits)):
+        best = min(_timed(module.scan, data) for _ in range(repeat))
+        out[f"{name}_s_per_gib"] = round(best * (1 << 30) / len(data), 3)
+    out["compiled_over_interpreted"] = round(out["interpreted_s_per_gib"] / out["compiled_s_per_gib"], 1)
+    return out
+
+
+def _timed(fn: Any, *args: Any) -> float:
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
 
 
 def log(msg: str) -> None:
@@ -253,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                     "cli jsonl", 1, lambda w=w: decode_bench.cli_run(w["file"], w["rows"]), w["rows"]
                 )
                 r["cli_jsonl"] = {"rows_per_s": cli["rows_per_s"], "wall_s": cli["wall_s"]}
+                r["split_scan"] = scan_speeds(w["file"])
+                log(f"{name}: the split scan {r['split_scan']}")
                 if not args.skip_pmr:
                     pj = decode_bench.best_of(
                         "pmr + json.dumps", 1, decode_bench.PmrJsonRun(db, w["file"].name), w["rows"]

@@ -146,6 +146,9 @@ fi
 # of CPU instead of 0.65-0.7, the CLI 0.3 s instead of 0.14. Stale files are recompiled here, and
 # Python checks each one against its source anyway.
 .venv/bin/python -m compileall -q src
+# The compiled twins of the modules scripts/build_ext.py lists (Cython, a C compiler): built when
+# missing or older than their source; without them those modules run interpreted.
+.venv/bin/python scripts/build_ext.py || log "compiled twins not built: their Python modules run instead"
 
 # ---------------------------------------------------------------------------- canal-python venv
 # tests/test_canal_python_compat.py runs the unmodified canal-python 0.4 client from PyPI against

@@ -48,7 +48,6 @@ import contextlib
 import itertools
 import mmap
 import os
-import struct
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -56,12 +55,15 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .constants import HEADER_LEN, MAGIC
-from .constants import EventType as E
+from pycanal.compiled import twin
+
+from . import splits
 from .decoder import EventDecoder
 from .errors import BinlogError
 from .events import Event, GtidEvent
 from .reader import iter_frames, read_events
+
+_splits = twin(splits)  # the scan compiled where scripts/build_ext.py could build it
 
 __all__ = [
     "Part",
@@ -72,51 +74,6 @@ __all__ = [
     "plan_parts",
     "split_points",
 ]
-
-_TYPE_SIZE = struct.Struct("<4xB4xI")  # header: type at 4, event size at 9
-_U16 = struct.Struct("<H")
-
-_GTID_TYPES = frozenset({E.GTID, E.ANONYMOUS_GTID, E.GTID_TAGGED, E.MARIADB_GTID})
-_ROWS_TYPES = frozenset(
-    {
-        E.PRE_GA_WRITE_ROWS,
-        E.PRE_GA_UPDATE_ROWS,
-        E.PRE_GA_DELETE_ROWS,
-        E.WRITE_ROWS_V1,
-        E.UPDATE_ROWS_V1,
-        E.DELETE_ROWS_V1,
-        E.WRITE_ROWS,
-        E.UPDATE_ROWS,
-        E.DELETE_ROWS,
-        E.PARTIAL_UPDATE_ROWS,
-        E.MARIADB_WRITE_ROWS_COMPRESSED_V1,
-        E.MARIADB_UPDATE_ROWS_COMPRESSED_V1,
-        E.MARIADB_DELETE_ROWS_COMPRESSED_V1,
-        E.MARIADB_WRITE_ROWS_COMPRESSED,
-        E.MARIADB_UPDATE_ROWS_COMPRESSED,
-        E.MARIADB_DELETE_ROWS_COMPRESSED,
-    }
-)
-# Events that belong to the statement after them: a split point moves back over them.
-_CONTEXT_TYPES = frozenset(
-    {
-        E.INTVAR,
-        E.RAND,
-        E.USER_VAR,
-        E.BEGIN_LOAD_QUERY,
-        E.APPEND_BLOCK,
-        E.ROWS_QUERY,
-        E.MARIADB_ANNOTATE_ROWS,
-    }
-)
-# Pre-GA 5.1 servers numbered events 16-22 differently (see decoder._PRE_GA_PERMUTATION).
-_PRE_GA_PERMUTATION = {16: 19, 17: 20, 18: 21, 19: 22, 20: 16, 21: 17, 22: 18}
-_STMT_END_F = 0x0001
-_MARIADB_FL_STANDALONE = 0x01
-_CHECKSUM_CRC32 = 1
-
-# What a QUERY text does to the transaction state.
-_Q_STATEMENT, _Q_BEGIN, _Q_END = 0, 1, 2
 
 
 class Part(NamedTuple):
@@ -135,189 +92,15 @@ class Part(NamedTuple):
     fde_pos: int | None = None
 
 
-class _Candidate(NamedTuple):
-    pos: int
-    transaction_start: int | None
-    gtid_pos: int | None
-    fde_pos: int | None
-
-
-# --------------------------------------------------------------------------- the scan
-def _version_tuple(version: bytes) -> tuple[int, int, int]:
-    parts = []
-    for piece in version.split(b"-")[0].split(b".")[:3]:
-        digits = bytes(ch for ch in piece if 48 <= ch <= 57)
-        parts.append(int(digits) if digits else 0)
-    while len(parts) < 3:
-        parts.append(0)
-    return parts[0], parts[1], parts[2]
-
-
-class _Format:
-    """What the scan needs from a FORMAT_DESCRIPTION event (same rules as the decoder)."""
-
-    __slots__ = ("post_header", "crc_len", "permute")
-
-    def __init__(self, data: Any = None, pos: int = 0, size: int = 0) -> None:
-        self.post_header = b""
-        self.crc_len = 0
-        self.permute: dict[int, int] | None = None
-        if data is None or size < HEADER_LEN + 57:
-            return
-        body = pos + HEADER_LEN
-        version = bytes(data[body + 2 : body + 52]).split(b"\0", 1)[0]
-        v = _version_tuple(version)
-        end = pos + size
-        has_alg = v >= (5, 3, 0) if b"mariadb" in version.lower() else v >= (5, 6, 1)
-        if has_alg and size >= HEADER_LEN + 57 + 5:
-            if data[end - 5] == _CHECKSUM_CRC32:
-                self.crc_len = 4
-            end -= 5
-        post = bytes(data[body + 57 : end])
-        if len(post) == 22 and (v[:2] == (5, 2) or (v[:2] == (5, 1) and v[2] <= 15)):
-            self.permute = _PRE_GA_PERMUTATION
-            reordered = bytearray(post)
-            for old, new in _PRE_GA_PERMUTATION.items():
-                reordered[new - 1] = post[old - 1]
-            post = bytes(reordered)
-        self.post_header = post
-
-    def post_header_len(self, typ: int, default: int) -> int:
-        if 0 < typ <= len(self.post_header):
-            return self.post_header[typ - 1]
-        return default
-
-    def rows_flags_offset(self, typ: int) -> int:
-        """Offset of the rows flags from the event start: after a 6-byte (or old 4-byte) table id."""
-        ph = self.post_header_len(typ, 0) or (10 if typ in (30, 31, 32, 39) or typ >= 169 else 8)
-        return HEADER_LEN + (4 if ph == 6 else 6)
-
-
-def _query_kind(data: Any, pos: int, size: int, fmt: _Format) -> int:
-    """BEGIN / XA START, COMMIT / ROLLBACK / XA COMMIT / XA ROLLBACK, or another statement."""
-    body = pos + HEADER_LEN
-    ph = fmt.post_header_len(E.QUERY, 13)
-    if ph < 11 or size < HEADER_LEN + ph:
-        return _Q_STATEMENT
-    db_len = data[body + 8]
-    status_len = _U16.unpack_from(data, body + 11)[0] if ph >= 13 else 0
-    q = body + ph + status_len + db_len + 1
-    end = pos + size - fmt.crc_len
-    head = bytes(data[q : min(q + 12, end)]).upper()
-    if head == b"BEGIN" or head.startswith(b"XA START"):
-        return _Q_BEGIN
-    if head == b"COMMIT" or head == b"ROLLBACK" or head.startswith((b"XA COMMIT", b"XA ROLLBACK")):
-        return _Q_END
-    return _Q_STATEMENT
-
-
-def _scan(data: Any) -> tuple[list[_Candidate], list[_Candidate], int]:
-    """Walk the event headers: (transaction starts, statement starts inside transactions, end).
-
-    ``end`` is where the scan stopped: the end of the file, or the first damaged event header.
-    """
-    n = len(data)
-    if n < 4 or bytes(data[:4]) != MAGIC:
-        return [], [], min(n, 4)
-    strong: list[_Candidate] = []
-    weak: list[_Candidate] = []
-    fmt = _Format()
-    fde_pos: int | None = None
-    seen_gtid = False  # a file with GTID events starts every transaction with one
-    in_txn = False
-    began = False  # the transaction's BEGIN is behind us (MariaDB: implied by its GTID event)
-    txn_start: int | None = None
-    txn_gtid: int | None = None
-    clean = True  # no TABLE_MAP pending: the decoder holds no statement state
-    stmt_done = False  # the previous event ended a statement inside the transaction
-    ctx: int | None = None  # first context event before the coming statement
-    unpack = _TYPE_SIZE.unpack_from
-    flag_offsets: dict[int, int] = {}
-    pos = 4
-    while n - pos >= HEADER_LEN:
-        typ, size = unpack(data, pos)
-        if size < HEADER_LEN or pos + size > n:
-            break
-        if fmt.permute is not None:
-            typ = fmt.permute.get(typ, typ)
-        if typ in _ROWS_TYPES:
-            off = flag_offsets.get(typ)
-            if off is None:
-                off = flag_offsets[typ] = fmt.rows_flags_offset(typ)
-            flags = _U16.unpack_from(data, pos + off)[0] if off + 2 <= size else 0
-            clean = bool(flags & _STMT_END_F)
-            stmt_done = clean and in_txn
-        elif typ == E.TABLE_MAP:
-            if in_txn and stmt_done and clean:
-                weak.append(_Candidate(pos if ctx is None else ctx, txn_start, txn_gtid, fde_pos))
-            clean = stmt_done = False
-        elif typ in _CONTEXT_TYPES:
-            if ctx is None:
-                ctx = pos
-            pos += size
-            continue  # keeps ctx, clean and stmt_done
-        elif typ in _GTID_TYPES:
-            if clean:
-                strong.append(_Candidate(pos, None, None, fde_pos))
-            seen_gtid = in_txn = True
-            txn_start = txn_gtid = pos
-            began = (
-                typ == E.MARIADB_GTID
-                and size > HEADER_LEN + 12
-                and not data[pos + HEADER_LEN + 12] & _MARIADB_FL_STANDALONE
-            )
-            stmt_done = False
-        elif typ == E.QUERY or typ == E.EXECUTE_LOAD_QUERY or typ == E.MARIADB_QUERY_COMPRESSED:
-            kind = _query_kind(data, pos, size, fmt) if typ == E.QUERY else _Q_STATEMENT
-            start = pos if ctx is None else ctx
-            if not in_txn:
-                if not seen_gtid and clean:
-                    strong.append(_Candidate(start, None, None, fde_pos))
-                    txn_start, txn_gtid = start, None
-                if kind == _Q_BEGIN:
-                    in_txn = began = True
-                stmt_done = False
-            elif not began:
-                if kind == _Q_BEGIN:
-                    began = True
-                else:  # the GTID's transaction is this one statement
-                    in_txn = False
-                stmt_done = False
-            elif kind == _Q_END:
-                in_txn = began = stmt_done = False
-            elif kind == _Q_STATEMENT:
-                if stmt_done and clean:
-                    weak.append(_Candidate(start, txn_start, txn_gtid, fde_pos))
-                stmt_done = clean
-            else:
-                stmt_done = False
-        elif typ == E.XID or typ == E.XA_PREPARE:
-            in_txn = began = stmt_done = False
-        elif typ == E.TRANSACTION_PAYLOAD:
-            # A whole transaction in one event: assumed to end its statements (servers write
-            # complete transactions into it), so nothing is pending afterwards.
-            if not in_txn and clean:
-                strong.append(_Candidate(pos, None, None, fde_pos))
-            in_txn = began = stmt_done = False
-            clean = True
-        elif typ == E.FORMAT_DESCRIPTION:
-            fmt = _Format(data, pos, size)
-            fde_pos = pos
-            flag_offsets.clear()
-            clean = True
-            in_txn = began = stmt_done = False
-        elif typ == E.MARIADB_START_ENCRYPTION:
-            break  # the rest of the file is encrypted: no more headers to read
-        ctx = None
-        pos += size
-    return strong, weak, pos
+_Candidate = tuple[int, int | None, int | None, int | None]  # splits.scan's: pos, transaction
+# start, GTID position, FORMAT_DESCRIPTION position
 
 
 def _nearest(cands: list[_Candidate], offsets: list[int], target: float) -> _Candidate | None:
     i = bisect.bisect_left(offsets, target)
     best = None
     for j in (i - 1, i):
-        if 0 <= j < len(cands) and (best is None or abs(offsets[j] - target) < abs(best.pos - target)):
+        if 0 <= j < len(cands) and (best is None or abs(offsets[j] - target) < abs(best[0] - target)):
             best = cands[j]
     return best
 
@@ -327,30 +110,30 @@ def plan_parts(data: bytes | bytearray | memoryview | mmap.mmap, parts: int) -> 
     module docstring for where a part may start). The first part starts at 4."""
     if parts < 1:
         raise ValueError(f"parts must be at least 1, not {parts}")
-    strong, weak, end = _scan(data)
+    strong, weak, end = _splits.scan(data)
     chosen: dict[int, _Candidate] = {}
     span = end - 4
     if parts > 1 and span > 0:
-        strong_pos = [c.pos for c in strong]
-        weak_pos = [c.pos for c in weak]
+        strong_pos = [c[0] for c in strong]
+        weak_pos = [c[0] for c in weak]
         size = span / parts
         for k in range(1, parts):
             target = 4 + size * k
             s = _nearest(strong, strong_pos, target)
             w = _nearest(weak, weak_pos, target)
             pick = s
-            if w is not None and (s is None or abs(s.pos - target) > size / 4):
-                if s is None or abs(w.pos - target) < abs(s.pos - target):
+            if w is not None and (s is None or abs(s[0] - target) > size / 4):
+                if s is None or abs(w[0] - target) < abs(s[0] - target):
                     pick = w
-            if pick is not None and 4 < pick.pos < end:
-                chosen.setdefault(pick.pos, pick)
+            if pick is not None and 4 < pick[0] < end:
+                chosen.setdefault(pick[0], pick)
     starts = sorted(chosen)
     first_fde = 4 if end > 4 else None
     out = [Part(4, starts[0] if starts else None, None, None, first_fde)]
     for i, s in enumerate(starts):
-        c = chosen[s]
+        _, transaction_start, gtid_pos, fde_pos = chosen[s]
         stop = starts[i + 1] if i + 1 < len(starts) else None
-        out.append(Part(s, stop, c.transaction_start, c.gtid_pos, c.fde_pos))
+        out.append(Part(s, stop, transaction_start, gtid_pos, fde_pos))
     return out
 
 

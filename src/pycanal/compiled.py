@@ -1,0 +1,44 @@
+"""Compiled twins of pure-Python modules, and the rule that picks one at import.
+
+A module listed in ``scripts/build_ext.py`` is compiled by Cython in pure-Python mode (its
+``.pxd`` beside it gives the types) into ``<package>._<name>_c``, which records the digest of
+the source it was built from. :func:`twin` returns that compiled module only if it was built
+from the source as it is now, so an edited module never runs stale: it runs interpreted until
+``scripts/setup.sh`` builds it again. ``PYCANAL_PURE_PYTHON=1`` keeps every module interpreted
+(the Python source is the fallback and the tests' oracle).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["source_digest", "twin"]
+
+
+def source_digest(source: Path) -> str:
+    """The digest a twin of the module at ``source`` (a ``.py``) records: the module and its
+    ``.pxd``."""
+    h = hashlib.sha256(source.read_bytes())
+    pxd = source.with_suffix(".pxd")
+    if pxd.exists():
+        h.update(pxd.read_bytes())
+    return h.hexdigest()
+
+
+def twin(module: ModuleType) -> ModuleType:
+    """``module``'s compiled twin if one was built from its current source, else ``module``."""
+    if os.environ.get("PYCANAL_PURE_PYTHON", "") not in ("", "0"):
+        return module
+    package, _, name = module.__name__.rpartition(".")
+    try:
+        compiled = importlib.import_module(f"{package}._{name}_c")
+    except ImportError:
+        return module
+    built_from = getattr(compiled, "BUILT_FROM", None)
+    if module.__file__ is None or built_from != source_digest(Path(module.__file__)):
+        return module
+    return compiled
