@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from .errors import BinlogError
 from .events import Event
 
 _ENCRYPTED_MAGIC = b"\xfdbin"
+_U32 = struct.Struct("<I")
 
 
 def check_magic(head: bytes, source: str) -> None:
@@ -35,7 +37,7 @@ def iter_frames(data: bytes | mmap.mmap, source: str, start: int = 4) -> Iterato
             raise BinlogError(
                 f"truncated event header ({n - pos} of {HEADER_LEN} bytes at end of file)", source, pos
             )
-        size = int.from_bytes(data[pos + 9 : pos + 13], "little")
+        size = _U32.unpack_from(data, pos + 9)[0]
         if size < HEADER_LEN:
             raise BinlogError(
                 f"bad event size {size} (smaller than the {HEADER_LEN}-byte header)", source, pos
