@@ -161,7 +161,8 @@ class Recorder:
         )
         n = e.column_count
         # MISSING values only come with a partial image (a column bitmap that is not full)
-        partial = any(c is not None and len(c) != n for c in (e.before_columns, e.after_columns))
+        b, a = e.before_columns, e.after_columns
+        partial = (b is not None and len(b) != n) or (a is not None and len(a) != n)
         rows = e.rows
         if rows and not partial:  # one compiled image per value-type shape of the table's rows
             first = rows[0][-1] if kind == "UPDATE" else rows[0]
