@@ -24,10 +24,10 @@ always decodes it, whatever the start position) and the TABLE_MAPs of the curren
 
 Either is only a candidate while no TABLE_MAP is pending (the last rows event ended its
 statement), so the decoder's state at the split point equals that of a decoder that read the
-file from its start. The scan reads the 19-byte header of every event and, only where needed,
-a few more bytes: the FORMAT_DESCRIPTION body (post-header lengths, checksum algorithm), the
-flags of rows events, the MariaDB GTID flags and the first bytes of QUERY texts (to tell
-``BEGIN`` / ``COMMIT`` / ``ROLLBACK`` from statements). Transaction starts are preferred: the
+file from its start. The scan (``splits.py``, compiled where it can be) reads the 19-byte header
+of every event and, only where needed, a few more bytes: the FORMAT_DESCRIPTION body
+(post-header lengths, checksum algorithm), the flags of rows events, the MariaDB GTID flags and
+the first bytes of QUERY texts (to tell ``BEGIN`` / ``COMMIT`` / ``ROLLBACK`` from statements). Transaction starts are preferred: the
 split point for a target offset is the nearest transaction start if it lies within a quarter
 of a part's size, else the nearest candidate of either kind.
 
