@@ -87,3 +87,5 @@ def test_twin_only_when_built_from_the_current_source(tmp_path: Path, monkeypatc
     (pkg / "mod.pxd").write_text("# types\n")
     source.write_text("WHICH = 'edited'\n")  # an edited module runs as it is, not stale
     assert compiled.twin(mod) is mod
+    monkeypatch.setattr(mod, "__file__", str(tmp_path / "gone" / "mod.py"))  # no source to read
+    assert compiled.twin(mod) is mod

@@ -38,7 +38,8 @@ def twin(module: ModuleType) -> ModuleType:
         compiled = importlib.import_module(f"{package}._{name}_c")
     except ImportError:
         return module
-    built_from = getattr(compiled, "BUILT_FROM", None)
-    if module.__file__ is None or built_from != source_digest(Path(module.__file__)):
+    try:
+        current = source_digest(Path(module.__file__ or ""))
+    except OSError:  # no source file to compare with (a zip on the path): the module as it is
         return module
-    return compiled
+    return compiled if getattr(compiled, "BUILT_FROM", None) == current else module
