@@ -79,6 +79,42 @@ class EventType(IntEnum):
     MARIADB_DELETE_ROWS_COMPRESSED = 171
 
 
+# Rows events (WRITE/UPDATE/DELETE in every version, MariaDB's compressed ones) and the change
+# each carries; the v2 layout (an extra-data length after the flags) of some of them.
+ROWS_KIND: dict[int, str] = {
+    EventType.PRE_GA_WRITE_ROWS: "INSERT",
+    EventType.PRE_GA_UPDATE_ROWS: "UPDATE",
+    EventType.PRE_GA_DELETE_ROWS: "DELETE",
+    EventType.WRITE_ROWS_V1: "INSERT",
+    EventType.UPDATE_ROWS_V1: "UPDATE",
+    EventType.DELETE_ROWS_V1: "DELETE",
+    EventType.WRITE_ROWS: "INSERT",
+    EventType.UPDATE_ROWS: "UPDATE",
+    EventType.DELETE_ROWS: "DELETE",
+    EventType.PARTIAL_UPDATE_ROWS: "UPDATE",
+    EventType.MARIADB_WRITE_ROWS_COMPRESSED_V1: "INSERT",
+    EventType.MARIADB_UPDATE_ROWS_COMPRESSED_V1: "UPDATE",
+    EventType.MARIADB_DELETE_ROWS_COMPRESSED_V1: "DELETE",
+    EventType.MARIADB_WRITE_ROWS_COMPRESSED: "INSERT",
+    EventType.MARIADB_UPDATE_ROWS_COMPRESSED: "UPDATE",
+    EventType.MARIADB_DELETE_ROWS_COMPRESSED: "DELETE",
+}
+ROWS_V2 = frozenset(
+    {
+        EventType.WRITE_ROWS,
+        EventType.UPDATE_ROWS,
+        EventType.DELETE_ROWS,
+        EventType.PARTIAL_UPDATE_ROWS,
+        EventType.MARIADB_WRITE_ROWS_COMPRESSED,
+        EventType.MARIADB_UPDATE_ROWS_COMPRESSED,
+        EventType.MARIADB_DELETE_ROWS_COMPRESSED,
+    }
+)
+# Pre-GA 5.1 servers (5.1.0-5.1.15 and the 5.2 "wl2325" tree) numbered events 16-22 differently:
+# theirs -> ours.
+PRE_GA_PERMUTATION = {16: 19, 17: 20, 18: 21, 19: 22, 20: 16, 21: 17, 22: 18}
+
+
 class ColumnType(IntEnum):
     DECIMAL = 0
     TINY = 1

@@ -22,6 +22,9 @@ from .constants import (
     HEADER_LEN,
     LOG_EVENT_BINLOG_IN_USE_F,
     LOG_EVENT_IGNORABLE_F,
+    PRE_GA_PERMUTATION,
+    ROWS_KIND,
+    ROWS_V2,
 )
 from .constants import EventType as E
 from .errors import BinlogError, TableIdNotFoundError
@@ -42,36 +45,7 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
-_ROWS_KIND = {
-    E.PRE_GA_WRITE_ROWS: "INSERT",
-    E.PRE_GA_UPDATE_ROWS: "UPDATE",
-    E.PRE_GA_DELETE_ROWS: "DELETE",
-    E.WRITE_ROWS_V1: "INSERT",
-    E.UPDATE_ROWS_V1: "UPDATE",
-    E.DELETE_ROWS_V1: "DELETE",
-    E.WRITE_ROWS: "INSERT",
-    E.UPDATE_ROWS: "UPDATE",
-    E.DELETE_ROWS: "DELETE",
-    E.PARTIAL_UPDATE_ROWS: "UPDATE",
-    E.MARIADB_WRITE_ROWS_COMPRESSED_V1: "INSERT",
-    E.MARIADB_UPDATE_ROWS_COMPRESSED_V1: "UPDATE",
-    E.MARIADB_DELETE_ROWS_COMPRESSED_V1: "DELETE",
-    E.MARIADB_WRITE_ROWS_COMPRESSED: "INSERT",
-    E.MARIADB_UPDATE_ROWS_COMPRESSED: "UPDATE",
-    E.MARIADB_DELETE_ROWS_COMPRESSED: "DELETE",
-}
-_ROWS_V2 = frozenset(
-    {
-        E.WRITE_ROWS,
-        E.UPDATE_ROWS,
-        E.DELETE_ROWS,
-        E.PARTIAL_UPDATE_ROWS,
-        E.MARIADB_WRITE_ROWS_COMPRESSED,
-        E.MARIADB_UPDATE_ROWS_COMPRESSED,
-        E.MARIADB_DELETE_ROWS_COMPRESSED,
-    }
-)
-_ROWS_COMPRESSED = frozenset(t for t in _ROWS_KIND if t >= 166)
+_ROWS_COMPRESSED = frozenset(t for t in ROWS_KIND if t >= 166)
 _SPECS_KEY = ("pycanal.binlog.decoder", "specs")  # a TableMap's column specs, beside its decoders
 _SHARED = ("pycanal.binlog.decoder", "shared")  # in a TableMap's decoders: they are its layout's
 # Event types pycanal knows and keeps as bytes: they carry no row change.
@@ -88,9 +62,6 @@ _OPAQUE = frozenset(
         E.VIEW_CHANGE,
     }
 )
-# Pre-GA 5.1 servers (5.1.0-5.1.15 and the 5.2 "wl2325" tree) numbered events differently.
-_PRE_GA_PERMUTATION = {16: 19, 17: 20, 18: 21, 19: 22, 20: 16, 21: 17, 22: 18}
-
 # Default post-header lengths for binlog v4, used until a FORMAT_DESCRIPTION says otherwise.
 _DEFAULT_POST_HEADER = {E.QUERY: 13, E.ROTATE: 8, E.TABLE_MAP: 8, E.WRITE_ROWS_V1: 8, E.WRITE_ROWS: 10}
 
@@ -251,9 +222,9 @@ class EventDecoder:
         self._permute = None
         v = _version_tuple(server_version)
         if len(post) == 22 and (v[:2] == (5, 2) or (v[:2] == (5, 1) and v[2] <= 15)):
-            self._permute = _PRE_GA_PERMUTATION
+            self._permute = PRE_GA_PERMUTATION
             reordered = bytearray(post)
-            for old, new in _PRE_GA_PERMUTATION.items():
+            for old, new in PRE_GA_PERMUTATION.items():
                 reordered[new - 1] = post[old - 1]
             post = bytes(reordered)
         self._post_header = post
@@ -285,7 +256,7 @@ class EventDecoder:
     # ------------------------------------------------------------------ bodies
     def _body(self, h: tuple, body: bytes) -> ev.Event:
         typ = h[0]
-        if typ in _ROWS_KIND:
+        if typ in ROWS_KIND:
             return self._rows(h, body)
         # The types of every transaction first, compared as plain ints (_HOT)
         if typ == _TABLE_MAP:
@@ -439,13 +410,13 @@ class EventDecoder:
 
     def _rows(self, h: tuple, body: bytes) -> ev.RowsEvent:
         typ = h[0]
-        ph = self.post_header_len(typ) or (10 if typ in _ROWS_V2 else 8)
+        ph = self.post_header_len(typ) or (10 if typ in ROWS_V2 else 8)
         id_width = 4 if ph == 6 else 6
         table_id = int.from_bytes(_exact(body, 0, id_width), "little")
         rows_flags = _U16.unpack_from(body, id_width)[0]
         p = ph
         extra = b""
-        if typ in _ROWS_V2:
+        if typ in ROWS_V2:
             # v2 post-header ends with the length of the extra data, which counts its own 2 bytes.
             extra_len = _U16.unpack_from(body, id_width + 2)[0]
             if extra_len < 2:
@@ -454,7 +425,7 @@ class EventDecoder:
             p = ph + extra_len - 2
         ncols, p = read_packed_int(body, p)
         nb = (ncols + 7) // 8
-        kind = _ROWS_KIND[typ]
+        kind = ROWS_KIND[typ]
         before = after = None
         bitmap1 = _exact(body, p, nb)
         p += nb

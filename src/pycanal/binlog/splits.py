@@ -15,31 +15,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from .constants import HEADER_LEN, MAGIC
+from .constants import HEADER_LEN, MAGIC, PRE_GA_PERMUTATION, ROWS_KIND, ROWS_V2
 from .constants import EventType as E
 
 __all__ = ["scan"]
-
-_ROWS_TYPES = frozenset(
-    {
-        E.PRE_GA_WRITE_ROWS,
-        E.PRE_GA_UPDATE_ROWS,
-        E.PRE_GA_DELETE_ROWS,
-        E.WRITE_ROWS_V1,
-        E.UPDATE_ROWS_V1,
-        E.DELETE_ROWS_V1,
-        E.WRITE_ROWS,
-        E.UPDATE_ROWS,
-        E.DELETE_ROWS,
-        E.PARTIAL_UPDATE_ROWS,
-        E.MARIADB_WRITE_ROWS_COMPRESSED_V1,
-        E.MARIADB_UPDATE_ROWS_COMPRESSED_V1,
-        E.MARIADB_DELETE_ROWS_COMPRESSED_V1,
-        E.MARIADB_WRITE_ROWS_COMPRESSED,
-        E.MARIADB_UPDATE_ROWS_COMPRESSED,
-        E.MARIADB_DELETE_ROWS_COMPRESSED,
-    }
-)
 
 # What the scan does with each event type (an index into a 256-byte table, not set lookups).
 _OTHER, _ROWS, _TABLE_MAP, _CONTEXT, _GTID, _QUERY, _END, _PAYLOAD, _FDE, _ENCRYPTION = range(10)
@@ -47,7 +26,7 @@ _OTHER, _ROWS, _TABLE_MAP, _CONTEXT, _GTID, _QUERY, _END, _PAYLOAD, _FDE, _ENCRY
 
 def _kinds() -> bytes:
     kinds = bytearray(256)
-    for t in _ROWS_TYPES:
+    for t in ROWS_KIND:
         kinds[t] = _ROWS
     # Events that belong to the statement after them: a split point moves back over them.
     for t in (E.INTVAR, E.RAND, E.USER_VAR, E.BEGIN_LOAD_QUERY, E.APPEND_BLOCK, E.ROWS_QUERY):
@@ -69,8 +48,6 @@ _KINDS = _kinds()
 # The values the loop compares with, as plain ints (typed in splits.pxd).
 _HEADER_LEN, _MARIADB_GTID, _QUERY_EVENT = HEADER_LEN, int(E.MARIADB_GTID), int(E.QUERY)
 _SAME = bytes(range(256))  # event types as they are numbered
-# Pre-GA 5.1 servers numbered events 16-22 differently (see decoder._PRE_GA_PERMUTATION).
-_PRE_GA_PERMUTATION = {16: 19, 17: 20, 18: 21, 19: 22, 20: 16, 21: 17, 22: 18}
 _STMT_END_F = 0x0001
 _MARIADB_FL_STANDALONE = 0x01
 _CHECKSUM_CRC32 = 1
@@ -104,8 +81,8 @@ class _Format:
         if data is not None and size >= HEADER_LEN + 57:
             self._read(data, pos, size)
         flags_at = bytearray(256)
-        for typ in _ROWS_TYPES:
-            ph = self.post_header_len(typ, 0) or (10 if typ in (30, 31, 32, 39) or typ >= 169 else 8)
+        for typ in ROWS_KIND:
+            ph = self.post_header_len(typ, 0) or (10 if typ in ROWS_V2 else 8)
             flags_at[typ] = HEADER_LEN + (4 if ph == 6 else 6)  # after a 6-byte (old: 4) table id
         self.flags_at = bytes(flags_at)
 
@@ -123,7 +100,7 @@ class _Format:
         if len(post) == 22 and (v[:2] == (5, 2) or (v[:2] == (5, 1) and v[2] <= 15)):
             reordered = bytearray(post)
             types = bytearray(_SAME)
-            for old, new in _PRE_GA_PERMUTATION.items():
+            for old, new in PRE_GA_PERMUTATION.items():
                 reordered[new - 1] = post[old - 1]
                 types[old] = new
             post = bytes(reordered)

@@ -48,6 +48,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from pycanal.binlog import events as ev
+from pycanal.binlog.constants import ROWS_KIND
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.tablemap import TableMap
@@ -66,17 +67,7 @@ _FRAME = (ev.GtidEvent, ev.XidEvent, ev.QueryEvent)  # QUERY: only BEGIN
 
 # What the reading process leaves undecoded: the events of a transaction's body that carry no
 # schema. It converts the transaction's frame itself (GTID, BEGIN, XID: a few bytes each).
-UNDECODED = frozenset(
-    {
-        E.PRE_GA_WRITE_ROWS, E.PRE_GA_UPDATE_ROWS, E.PRE_GA_DELETE_ROWS,
-        E.WRITE_ROWS_V1, E.UPDATE_ROWS_V1, E.DELETE_ROWS_V1,
-        E.WRITE_ROWS, E.UPDATE_ROWS, E.DELETE_ROWS, E.PARTIAL_UPDATE_ROWS,
-        E.MARIADB_WRITE_ROWS_COMPRESSED_V1, E.MARIADB_UPDATE_ROWS_COMPRESSED_V1,
-        E.MARIADB_DELETE_ROWS_COMPRESSED_V1, E.MARIADB_WRITE_ROWS_COMPRESSED,
-        E.MARIADB_UPDATE_ROWS_COMPRESSED, E.MARIADB_DELETE_ROWS_COMPRESSED,
-        E.ROWS_QUERY, E.MARIADB_ANNOTATE_ROWS,
-    }
-)  # fmt: skip
+UNDECODED = frozenset({*ROWS_KIND, E.ROWS_QUERY, E.MARIADB_ANNOTATE_ROWS})
 
 
 class ConvertWorkerError(RuntimeError):
