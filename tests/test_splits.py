@@ -9,9 +9,13 @@ flags and types changed), both must give the same split candidates and end offse
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
+import subprocess
+import sys
 import sysconfig
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -89,3 +93,43 @@ def test_twin_only_when_built_from_the_current_source(tmp_path: Path, monkeypatc
     assert compiled.twin(mod) is mod
     monkeypatch.setattr(mod, "__file__", str(tmp_path / "gone" / "mod.py"))  # no source to read
     assert compiled.twin(mod) is mod
+
+
+def _wheel_twin(tmp_path: Path, sample: Path, env: dict[str, str]) -> str:
+    """Build pycanal's wheel as ``pip install .`` does (setup.py, scripts/build_ext.py), install
+    it alone in a directory, and say which scan runs from there on a fixture file."""
+    repo = Path(__file__).resolve().parent.parent
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    # A copy of the checkout: the build writes build/ and *.egg-info beside the sources.
+    shutil.copytree(
+        repo, tmp_path / "repo", ignore=shutil.ignore_patterns(".*", "build", "var", "__pycache__", "*.so")
+    )
+    run = partial(subprocess.run, check=True, capture_output=True, text=True, env={**os.environ, **env})
+    run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(tmp_path / "repo")])
+    (wheel,) = wheels.glob("pycanal-*.whl")
+    run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)])
+    probe = (
+        "import sys; from pathlib import Path; from pycanal import compiled; from pycanal.binlog import splits\n"
+        "t = compiled.twin(splits); data = Path(sys.argv[1]).read_bytes()\n"
+        "assert t.scan(data) == splits.scan(data); print(t.__name__, Path(t.__file__).parent == Path(splits.__file__).parent)"
+    )
+    out = run(
+        [sys.executable, "-c", probe, str(sample)],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": os.environ["PATH"]},
+    )
+    return out.stdout.strip()
+
+
+def _largest(fixtures_dir: Path) -> Path:
+    return max(_fixture_files(fixtures_dir), key=lambda p: p.stat().st_size)
+
+
+def test_the_wheel_carries_the_twin(tmp_path: Path, fixtures_dir: Path, compiled_splits) -> None:
+    assert _wheel_twin(tmp_path, _largest(fixtures_dir), {}) == "pycanal.binlog._splits_c True"
+
+
+def test_a_wheel_built_without_a_c_compiler_runs_interpreted(tmp_path: Path, fixtures_dir: Path) -> None:
+    # The install goes on without the twin (scripts/build_ext.py's BuildTwins): the Python scan runs.
+    assert _wheel_twin(tmp_path, _largest(fixtures_dir), {"CC": "false"}) == "pycanal.binlog.splits True"

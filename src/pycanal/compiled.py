@@ -1,8 +1,8 @@
 """Compiled twins of pure-Python modules, and the rule that picks one at import.
 
 A module listed in ``scripts/build_ext.py`` is compiled by Cython in pure-Python mode (its
-``.pxd`` beside it gives the types) into ``<package>._<name>_c``, which records the digest of
-the source it was built from. :func:`twin` returns that compiled module only if it was built
+``.pxd`` beside it gives the types) into ``<package>._<name>_c`` by the install (``setup.py``)
+and by ``scripts/setup.sh``; the twin records the digest of the source it was built from. :func:`twin` returns that compiled module only if it was built
 from the source as it is now, so an edited module never runs stale: it runs interpreted until
 ``scripts/setup.sh`` builds it again. ``PYCANAL_PURE_PYTHON=1`` keeps every module interpreted
 (the Python source is the fallback and the tests' oracle).
