@@ -452,7 +452,7 @@ class _GtidTextParser:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, for its speed: see MariadbGtidEvent
 class MysqlGtidEvent:
     """``GTID_LOG_EVENT`` / ``ANONYMOUS_GTID_LOG_EVENT`` / ``GTID_TAGGED_LOG_EVENT``.
 
