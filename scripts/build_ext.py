@@ -4,7 +4,7 @@ Two ways in, one builder: ``setup.py`` hands :class:`BuildTwins` to setuptools, 
 .`` (a wheel) and ``pip install -e .`` build the twins; ``scripts/setup.sh`` also runs this file,
 which rebuilds in place a twin older than its module's source (an edited module in a checkout)
 and is a no-op when each is current. Each module is copied to ``_<name>_c.py`` (with its ``.pxd``
-and the digest of both) in a scratch package and compiled by Cython and a C compiler. Optional:
+and the source of both) in a scratch package and compiled by Cython and a C compiler. Optional:
 without Cython or a C compiler the modules run interpreted; the install goes on with one line
 saying so, and this script exits with 1.
 
@@ -27,7 +27,7 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))  # pycanal.compiled needs only the standard library
 
-from pycanal.compiled import source_digest  # noqa: E402 - the digest the twins are checked by
+from pycanal.compiled import built_from  # noqa: E402 - what the twins are checked by
 
 MODULES = ["pycanal.binlog.splits"]  # the scan of every event header before a file is split
 
@@ -39,7 +39,7 @@ def twin_name(module: str) -> str:
 
 def generate(module: str, scratch: Path) -> Extension:
     """``module``'s twin as a Python source under ``scratch`` (a package tree, so Cython knows
-    its full name), recording the digest of the source it copies."""
+    its full name), recording the source it copies."""
     source = ROOT / "src" / Path(*module.split(".")).with_suffix(".py")
     twin = twin_name(module)
     packages = twin.split(".")[:-1]
@@ -48,7 +48,7 @@ def generate(module: str, scratch: Path) -> Extension:
     for depth in range(1, len(packages) + 1):
         scratch.joinpath(*packages[:depth], "__init__.py").touch()
     copy = pkg / f"{twin.rpartition('.')[2]}.py"
-    copy.write_text(source.read_text() + f"\nBUILT_FROM = {source_digest(source)!r}\n")
+    copy.write_text(source.read_text() + f"\nBUILT_FROM = {built_from(source)!r}\n")
     if source.with_suffix(".pxd").exists():
         shutil.copyfile(source.with_suffix(".pxd"), copy.with_suffix(".pxd"))
     return Extension(twin, [os.path.relpath(copy, ROOT)])
@@ -85,7 +85,7 @@ def _current(module: str) -> bool:
         twin = importlib.import_module(twin_name(module))
     except ImportError:
         return False
-    return getattr(twin, "BUILT_FROM", None) == source_digest(source)
+    return getattr(twin, "BUILT_FROM", None) == built_from(source)
 
 
 def build_in_place(modules: list[str]) -> None:

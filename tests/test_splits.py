@@ -75,9 +75,9 @@ def test_twin_only_when_built_from_the_current_source(tmp_path: Path, monkeypatc
     source = pkg / "mod.py"
     source.write_text("WHICH = 'interpreted'\n")
     (pkg / "mod.pxd").write_text("# types\n")
-    digest = compiled.source_digest(source)
+    built = compiled.built_from(source)
     # A stand-in for the compiled module: twin() only imports it and reads BUILT_FROM.
-    (pkg / "_mod_c.py").write_text(f"WHICH = 'compiled'\nBUILT_FROM = {digest!r}\n")
+    (pkg / "_mod_c.py").write_text(f"WHICH = 'compiled'\nBUILT_FROM = {built!r}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("PYCANAL_PURE_PYTHON", raising=False)
     import twinpkg.mod as mod
