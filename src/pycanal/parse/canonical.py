@@ -111,6 +111,7 @@ _SILENT = frozenset({ev.TableMapEvent, ev.RowsQueryEvent, ev.FormatDescriptionEv
 
 _TABLE_KEY = ("pycanal.parse.canonical", "table")
 _SEEN_KEY = ("pycanal.parse.canonical", "seen")
+_CODE_KEY = ("pycanal.parse.canonical", "code")  # kind -> the table's image code, once its types are known
 
 
 class Recorder:
@@ -131,11 +132,12 @@ class Recorder:
                 continue
             elif t is ev.GtidEvent:  # a transaction's frame: written like a row's line
                 self.gtid = e.gtid
-                yield _frame_line("GTID", e, self.gtid, "null")
+                rest = _frame_rest(e, self.gtid, "null")
+                yield '{"type": "GTID' + rest
                 if getattr(e.info, "standalone", True) is False:
-                    yield _frame_line("BEGIN", e, self.gtid, "null")
+                    yield '{"type": "BEGIN' + rest
             elif t is ev.XidEvent:
-                yield _frame_line("COMMIT", e, self.gtid, int.__repr__(e.xid))
+                yield '{"type": "COMMIT' + _frame_rest(e, self.gtid, int.__repr__(e.xid))
                 self.gtid = None
             elif t is ev.TransactionPayloadEvent:
                 yield from self.lines(e.events)
@@ -164,7 +166,10 @@ class Recorder:
         b, a = e.before_columns, e.after_columns
         partial = (b is not None and len(b) != n) or (a is not None and len(a) != n)
         rows = e.rows
-        if rows and not partial:  # one compiled image per value-type shape of the table's rows
+        codes = tm.decoders.get(_CODE_KEY)
+        if codes is not None and not partial and kind in codes:  # the table's, its types all known
+            code = codes[kind]
+        elif rows and not partial:  # one compiled image per value-type shape of the table's rows
             first = rows[0][-1] if kind == "UPDATE" else rows[0]
             types = [None if v is None else type(v) for v in first]
             if None in types:  # a NULL takes the column's type seen last: where NULLs fall varies
@@ -179,6 +184,8 @@ class Recorder:
                     else:
                         seen[i] = t
             code = _image_code(tuple(types))
+            if None not in types:  # a column's values keep their type (any other takes json_value)
+                tm.decoders.setdefault(_CODE_KEY, {})[kind] = code
         else:
             code = _image
         for row in rows:
@@ -291,11 +298,12 @@ class Recorder:
             yield self._base(e, "HEARTBEAT")
 
 
-def _frame_line(kind: str, e: ev.Event, gtid: str | None, xid: str) -> str:
-    """``to_json_line(Recorder._base(e, kind, xid=...))``: the GTID, BEGIN and COMMIT of every
-    transaction, without the record's dict (on sysbench's binlog three lines to its four rows)."""
+def _frame_rest(e: ev.Event, gtid: str | None, xid: str) -> str:
+    """``to_json_line(Recorder._base(e, kind, xid=...))`` after its type's text: the GTID, BEGIN and
+    COMMIT of every transaction, without the record's dict (on sysbench's binlog three lines to its
+    four rows; a MariaDB GTID's BEGIN line differs from its GTID line only in the type)."""
     return (
-        f'{{"type": "{kind}", "file": {_dump(e.file)}, "pos": {e.pos}, "next_pos": {e.next_pos}, '
+        f'", "file": {_dump(e.file)}, "pos": {e.pos}, "next_pos": {e.next_pos}, '
         f'"ts": {e.timestamp}, "server_id": {e.server_id}, "gtid": {_dump(gtid)}, "xid": {xid}, '
         '"schema": null, "table": null, "columns": null, "before": null, "after": null, "sql": null}'
     )
