@@ -27,6 +27,7 @@ from pycanal.binlog import BinlogError, EventDecoder, TableIdNotFoundError, read
 from pycanal.binlog import events as ev
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.reader import iter_events
+from pycanal.binlog.rows import MISSING
 from pycanal.parse.canonical import Recorder
 from pycanal.parse.ddl import is_ddl
 
@@ -1058,3 +1059,48 @@ def test_canonical_gtid_is_cleared_after_commit_and_ddl() -> None:
 )
 def test_ddl_classification(sql: str, ddl: bool) -> None:
     assert is_ddl(sql) is ddl
+
+
+def test_rows_event_heads_parsed_once_per_shape_decode_as_parsed_fresh() -> None:
+    """The decoder looks a rows event's head (table id, flags, extra data, column count, bitmaps)
+    up by its bytes once it has parsed them: every event decodes as a fresh decoder decodes it
+    (kind by type, extra data, bitmaps, the same error for a body cut short)."""
+
+    def rows_v2(table_id: int, extra: bytes, bitmap: int, row: bytes, flags: int = 0) -> bytes:
+        head = table_id.to_bytes(6, "little") + struct.pack("<HH", flags, 2 + len(extra)) + extra
+        return head + packed(2) + bytes([bitmap]) + row
+
+    warm = decoder_for(MYSQL80)
+    events = [
+        (E.WRITE_ROWS, rows_v2(77, b"", 0b11, row_image(1, "a"))),
+        (E.WRITE_ROWS, rows_v2(77, b"", 0b11, row_image(2, "bc"))),  # the same head
+        (E.DELETE_ROWS, rows_v2(77, b"", 0b11, row_image(1, "a"))),  # the same bytes, another type
+        (E.WRITE_ROWS, rows_v2(77, b"\x00\x01\x07", 0b11, row_image(3, "d"))),  # extra data
+        (E.WRITE_ROWS, rows_v2(77, b"", 0b01, b"\x00" + struct.pack("<i", 4))),  # id only
+        (E.UPDATE_ROWS, rows_v2(77, b"", 0b11, row_image(1, "a"))[:-8]),  # cut in its after bitmap
+        (E.WRITE_ROWS, rows_v2(77, b"", 0b11, row_image(5, "e"), flags=1)),  # statement end
+    ]
+
+    def decoded(dec: EventDecoder, typ: int, body: bytes) -> tuple:
+        dec.decode(build_event(E.TABLE_MAP, table_map_body(77, b"shop", b"t")), 500)
+        try:
+            e = dec.decode(build_event(typ, body), 1000)
+        except BinlogError as exc:
+            return ("error", str(exc))
+        return (
+            e.kind,
+            e.table_id,
+            e.rows_flags,
+            e.extra,
+            e.column_count,
+            e.before_columns,
+            e.after_columns,
+            e.rows,
+        )
+
+    for typ, body in events * 2:
+        assert decoded(warm, typ, body) == decoded(decoder_for(MYSQL80), typ, body)
+    assert decoded(warm, *events[2])[0] == "DELETE"
+    assert decoded(warm, *events[3])[3] == b"\x00\x01\x07"
+    assert decoded(warm, *events[4])[-1] == [(4, MISSING)]
+    assert decoded(warm, *events[5])[0] == "error"
