@@ -298,3 +298,20 @@ def test_lines_are_written_whole_in_chunks(sizes: list[int]) -> None:
     out = io.StringIO()
     assert _write(out, iter(lines)) == len(lines)
     assert out.getvalue() == "".join(line + "\n" for line in lines)
+
+
+@pytest.mark.parametrize("path", ["binlog decode", "dump", "server", "tail", "pipeline", "snapshot", "lag"])
+def test_a_command_line_runs_an_app_of_its_command_alone_that_parses_as_the_whole(path: str) -> None:
+    """``main`` builds the app of the command a command line names (typer reads every command's
+    signature to build a parser): its help and its complaint about a bad option are the whole app's."""
+    from typer.testing import CliRunner
+
+    from pycanal import cli
+
+    args = path.split()
+    assert cli._app_for(args) is not cli.app
+    for extra in (["--help"], ["--no-such-option"]):
+        whole = CliRunner().invoke(cli.app, [*args, *extra])
+        one = CliRunner().invoke(cli._app_for([*args, *extra]), [*args, *extra])
+        assert (one.exit_code, one.output) == (whole.exit_code, whole.output)
+    assert cli._app_for(["binlog"]) is cli._app_for(["--help", *args]) is cli.app
