@@ -48,7 +48,8 @@ def generate(module: str, scratch: Path) -> Extension:
     for depth in range(1, len(packages) + 1):
         scratch.joinpath(*packages[:depth], "__init__.py").touch()
     copy = pkg / f"{twin.rpartition('.')[2]}.py"
-    copy.write_text(source.read_text() + f"\nBUILT_FROM = {built_from(source)!r}\n")
+    text = source.read_text(encoding="utf-8") + f"\nBUILT_FROM = {built_from(source)!r}\n"
+    copy.write_text(text, encoding="utf-8")
     if source.with_suffix(".pxd").exists():
         shutil.copyfile(source.with_suffix(".pxd"), copy.with_suffix(".pxd"))
     return Extension(twin, [os.path.relpath(copy, ROOT)])
