@@ -4,8 +4,9 @@ A module listed in ``scripts/build_ext.py`` is compiled by Cython in pure-Python
 ``.pxd`` beside it gives the types) into ``<package>._<name>_c`` by the install (``setup.py``)
 and by ``scripts/setup.sh``; the twin records the source it was built from. :func:`twin`
 returns that compiled module only if it was built from the source as it is now, so an edited
-module never runs stale: it runs interpreted until ``scripts/setup.sh`` builds it again. ``PYCANAL_PURE_PYTHON=1`` keeps every module interpreted
-(the Python source is the fallback and the tests' oracle).
+module never runs stale: it runs interpreted until ``scripts/setup.sh`` builds it again.
+``PYCANAL_PURE_PYTHON=1`` keeps every module interpreted (the Python source is the fallback and
+the tests' oracle).
 """
 
 from __future__ import annotations
