@@ -3,22 +3,15 @@ heartbeats, GTID resume, >16 MB events, errno 1236, KILL on close and the dead-s
 
 from __future__ import annotations
 
-import datetime
 import hashlib
-import ipaddress
 import os
 import signal
 import ssl
 import threading
 import time
-from pathlib import Path
 
 import pymysql
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pycanal.binlog.constants import LOG_EVENT_ARTIFICIAL_F
 from pycanal.binlog.constants import EventType as E
@@ -31,6 +24,7 @@ from pycanal.mysql import (
     control,
     tls_context,
 )
+from tls_support import make_certs
 
 pytestmark = pytest.mark.mariadb
 
@@ -126,62 +120,10 @@ def test_control_helpers(mariadb):
 
 
 # ------------------------------------------------------------------------------------------ TLS
-def _make_certs(directory: Path) -> tuple[Path, Path, Path]:
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pycanal test CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_path, cert_path, key_path = (
-        directory / "ca.pem",
-        directory / "server.pem",
-        directory / "server-key.pem",
-    )
-    ca_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return ca_path, cert_path, key_path
-
-
 def test_login_and_dump_over_tls(mariadb_factory, tmp_path):
-    ca, cert, key = _make_certs(tmp_path)
-    db = mariadb_factory(extra_args=[f"--ssl-cert={cert}", f"--ssl-key={key}", f"--ssl-ca={ca}"])
+    certs = make_certs(tmp_path)
+    ca = certs.ca
+    db = mariadb_factory(extra_args=certs.server_args())
     with db.root_connection() as root, root.cursor() as cur:
         cur.execute("CREATE USER 'tlsrepl'@'127.0.0.1' IDENTIFIED BY 'tlspw' REQUIRE SSL")
         cur.execute("GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'tlsrepl'@'127.0.0.1'")

@@ -288,13 +288,41 @@ _k("canal.instance.defaultDatabaseName", "", _opt_str, I, "default schema of the
 _k("canal.instance.connectionCharset", "UTF-8", _str, I, "decoding charset")
 _k("canal.instance.enableDruid", "false", _bool, I, "dbPassword is encrypted (with pwdPublicKey)")
 _k("canal.instance.pwdPublicKey", "", _opt_str, I, "public key for the encrypted password")
-_k(
-    "canal.instance.master.sslMode",
-    "DISABLED",
-    _enum("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY"),
-    I,
-    "TLS to the source",
-)
+for _source in ("master", "standby"):  # Canal 1.1.8's SslInfo of each source
+    _k(
+        f"canal.instance.{_source}.sslMode",
+        "DISABLED",
+        _enum("DISABLED", "PREFERRED", "REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY"),
+        I,
+        f"TLS to the {_source} (every connection to it)",
+    )
+    _k(
+        f"canal.instance.{_source}.tlsVersions",
+        "",
+        _str,
+        I,
+        "TLS protocols, e.g. TLSv1.2,TLSv1.3 (default both)",
+    )
+    for _store, _what in (
+        ("trust", "CA certificates checked against"),
+        ("client", "client certificate and key"),
+    ):
+        _k(
+            f"canal.instance.{_source}.{_store}CertificateKeyStoreUrl",
+            "",
+            _str,
+            I,
+            f"keystore of the {_what} (file: URL or path)",
+        )
+        _k(
+            f"canal.instance.{_source}.{_store}CertificateKeyStoreType",
+            "",
+            _str,
+            I,
+            "PKCS12 or PEM (JKS is refused)",
+        )
+        _k(f"canal.instance.{_source}.{_store}CertificateKeyStorePassword", "", _raw, I, "its password")
+del _source, _store, _what
 _k("canal.instance.multi.stream.on", "false", _bool, I, "PolarDB-X multi-stream")
 _k("canal.instance.rds.accesskey", "", _opt_str, I, "Aliyun RDS OSS binlog key")
 _k("canal.instance.rds.secretkey", "", _opt_str, I, "Aliyun RDS OSS binlog secret")
@@ -355,8 +383,6 @@ PASSTHROUGH_PREFIXES = (
     "rocketmq.",
     "rabbitmq.",
     "pulsarmq.",
-    "canal.instance.master.ssl",
-    "canal.instance.standby.ssl",
 )
 PASSTHROUGH_PATTERNS = (
     # per-destination overrides in canal.properties: canal.instance.<dest>.mode / lazy / ...

@@ -37,10 +37,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pycanal.config import CanalConfig, ConfigScanner, InstanceConfig, ScanEvent
+from pycanal.config import CanalConfig, ConfigError, ConfigScanner, InstanceConfig, ScanEvent
 from pycanal.deployer.mq import MQ_MODES, mq_destination, mq_filter_transaction_entry
 from pycanal.instance import CanalInstance
 from pycanal.meta import FileMixedMetaManager, MemoryMetaManager, MetaManager, PeriodMixedMetaManager
+from pycanal.mysql.tls import TLSConfigError, TlsSettings
 from pycanal.parse.eventfilter import EventFilters, FieldFilter
 from pycanal.protocol.position import EntryPosition
 from pycanal.server.embedded import CanalServerWithEmbedded
@@ -112,16 +113,36 @@ def parser_settings(ic: InstanceConfig) -> dict[str, Any]:
     fields = FieldFilter(ic["canal.instance.filter.field"], ic["canal.instance.filter.black.field"])
     if fields:
         settings["field_filter"] = fields
+    settings["master_tls"] = tls_settings(ic, "master")
     standby = ic["canal.instance.standby.address"]
     if standby is not None:
         settings["standby_address"] = standby
         settings["standby_position"] = _position(ic, "canal.instance.standby")
+        settings["standby_tls"] = tls_settings(ic, "standby")
     if ic["canal.instance.tsdb.enable"]:
         tsdb_dir = ic["canal.instance.tsdb.dir"]
         if tsdb_dir:
             Path(tsdb_dir).mkdir(parents=True, exist_ok=True)
             settings["schema_history_path"] = str(Path(tsdb_dir) / TSDB_FILE_NAME)
     return settings
+
+
+def tls_settings(ic: InstanceConfig, source: str) -> TlsSettings:
+    """``canal.instance.<source>.sslMode`` and the keys beside it, its keystores read now: a bad
+    one is a :class:`ConfigError` naming the file it is set in."""
+    p = f"canal.instance.{source}."
+    tls = TlsSettings(
+        ic[p + "sslMode"], ic[p + "tlsVersions"],
+        ic[p + "trustCertificateKeyStoreType"], ic[p + "trustCertificateKeyStoreUrl"],
+        ic[p + "trustCertificateKeyStorePassword"], ic[p + "clientCertificateKeyStoreType"],
+        ic[p + "clientCertificateKeyStoreUrl"], ic[p + "clientCertificateKeyStorePassword"], prefix=p,
+    )  # fmt: skip
+    try:
+        _ = tls.context
+    except TLSConfigError as exc:
+        source = ic.source(exc.key)
+        raise ConfigError(f"{source}: {exc}", key=exc.key, source=source) from None
+    return tls
 
 
 def store_settings(ic: InstanceConfig) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from .errors import AuthError, ProtocolError, ServerError
 from .packets import (
     CACHING_SHA2_PASSWORD,
     CLEAR_PASSWORD,
+    CLIENT_SSL,
     NATIVE_PASSWORD,
     UTF8MB4_GENERAL_CI,
     Handshake,
@@ -82,6 +83,8 @@ class Authenticator:
     cleartext password over TLS, or RSA-OAEP with ``server_public_key`` or the key fetched from the
     server) and ``mysql_clear_password`` (TLS only, unless ``allow_cleartext``), with auth switch.
     ``auth_plugin`` overrides the plugin of the first response (the server switches if it disagrees).
+    ``tls_preferred``: with ``tls``, a server that does not offer TLS gets a plain login instead
+    of an error (MySQL's ``ssl-mode=PREFERRED``).
     """
 
     def __init__(
@@ -96,11 +99,13 @@ class Authenticator:
         server_public_key: bytes | None = None,
         auth_plugin: str | None = None,
         allow_cleartext: bool = False,
+        tls_preferred: bool = False,
     ) -> None:
         self.user = user
         self.password = password.encode("utf-8") if isinstance(password, str) else bytes(password)
         self.database = database
         self.tls = tls
+        self.tls_preferred = tls_preferred
         self.charset = charset
         self.max_packet = max_packet
         self.server_public_key = server_public_key
@@ -156,6 +161,8 @@ class Authenticator:
         except ServerError as exc:
             raise AuthError(exc.message, exc.errno, exc.sqlstate) from None
         self.handshake = hs
+        if self.tls and self.tls_preferred and not hs.capabilities & CLIENT_SSL:
+            self.tls = False
         self.capabilities = client_capabilities(hs.capabilities, tls=self.tls, database=bool(self.database))
         self.nonce = hs.auth_data
         self.plugin = self.auth_plugin_override or hs.auth_plugin

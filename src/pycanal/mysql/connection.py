@@ -41,6 +41,7 @@ from .errors import (
     TLSError,
     dump_error,
 )
+from .tls import pymysql_tls, tls_context
 
 __all__ = ["BinlogPosition", "ReplicaConnection", "tls_context"]
 
@@ -63,23 +64,6 @@ class BinlogPosition:
         return f"{self.file}:{self.position}"
 
 
-def tls_context(
-    verify: bool = False, cafile: str | None = None, check_hostname: bool | None = None
-) -> _ssl.SSLContext:
-    """A client TLS context. ``verify=False`` (MySQL's ``ssl-mode=REQUIRED``): encrypted, the
-    certificate not checked. ``verify=True`` checks it against ``cafile`` (or the system CAs) and,
-    unless ``check_hostname=False``, the host name (``VERIFY_IDENTITY``)."""
-    if not verify:
-        ctx = _ssl.SSLContext(_ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False
-        ctx.verify_mode = _ssl.CERT_NONE
-        return ctx
-    ctx = _ssl.create_default_context(cafile=cafile)
-    if check_hostname is not None:
-        ctx.check_hostname = check_hostname
-    return ctx
-
-
 class ReplicaConnection:
     """One replication connection (see the module docstring).
 
@@ -89,7 +73,8 @@ class ReplicaConnection:
             the source (a second replica with the same id makes the server drop the first). Default:
             a random id in ``[2**16, 2**31)``.
         ssl: ``None``/``False`` plain TCP; ``True`` TLS without certificate checks; or an
-            ``ssl.SSLContext`` (see :func:`tls_context`).
+            ``ssl.SSLContext`` (see :func:`tls_context`). tls_preferred: with ``ssl``, a server
+            that does not offer TLS is logged in to in plain TCP instead of refused.
         heartbeat_period: seconds; sent as ``@master_heartbeat_period`` (0 disables heartbeats).
         read_timeout: seconds without any packet on the stream before :class:`ReplicaTimeoutError`;
             default ``heartbeat_period + 10`` like Canal (no timeout when heartbeats are off).
@@ -112,6 +97,7 @@ class ReplicaConnection:
         *,
         server_id: int | None = None,
         ssl: _ssl.SSLContext | bool | None = None,
+        tls_preferred: bool = False,
         heartbeat_period: float = 15.0,
         read_timeout: float | None = None,
         connect_timeout: float = 10.0,
@@ -133,6 +119,7 @@ class ReplicaConnection:
         if ssl is True:
             ssl = tls_context()
         self.ssl_context: _ssl.SSLContext | None = ssl or None
+        self.tls_preferred = tls_preferred
         self.heartbeat_period = heartbeat_period
         if read_timeout is None and heartbeat_period > 0:
             read_timeout = heartbeat_period + 10.0
@@ -223,6 +210,7 @@ class ReplicaConnection:
             self.user,
             self.password,
             tls=self.ssl_context is not None,
+            tls_preferred=self.tls_preferred,
             server_public_key=self.server_public_key,
             auth_plugin=self.auth_plugin,
             allow_cleartext=self.allow_cleartext,
@@ -293,9 +281,7 @@ class ReplicaConnection:
             "connect_timeout": self.connect_timeout,
             "autocommit": True,
         }
-        if self.ssl_context is not None:
-            params["ssl"] = self.ssl_context
-        return params
+        return params | pymysql_tls(self.ssl_context, self.tls_preferred)
 
     def control_connection(self, **kwargs: Any):
         """A new PyMySQL connection with the same account, for control queries."""

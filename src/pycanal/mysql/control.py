@@ -12,6 +12,7 @@ from typing import Any
 import pymysql
 
 from .errors import ER_NO_SUCH_THREAD
+from .tls import pymysql_tls
 
 __all__ = [
     "MasterStatus",
@@ -38,10 +39,13 @@ def connect(
     password: str = "",
     *,
     ssl: Any = None,
+    tls_preferred: bool = False,
     connect_timeout: float = 10.0,
     **kwargs: Any,
 ) -> pymysql.connections.Connection:
-    """A PyMySQL control connection (autocommit). ``ssl``: an ``ssl.SSLContext`` or PyMySQL's dict."""
+    """A PyMySQL control connection (autocommit). ``ssl``: an ``ssl.SSLContext`` (TLS required,
+    or with ``tls_preferred`` used when the server offers it); None: plain TCP, like the
+    replication connection."""
     params: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -50,8 +54,7 @@ def connect(
         "connect_timeout": connect_timeout,
         "autocommit": True,
     }
-    if ssl:
-        params["ssl"] = ssl
+    params.update(pymysql_tls(ssl, tls_preferred))
     params.update(kwargs)
     return pymysql.connect(**params)
 

@@ -31,6 +31,7 @@ search; a purged stored position with nothing to fall back to is an error, not r
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -132,14 +133,22 @@ class StartPositionSearch:
     need_transaction_position: bool  # the last run stopped inside a transaction
     _schema_position: tuple[str, int] | None  # where the schema history starts after a rewind
     _credentials: dict[Address, tuple[str, str]]
+    _tls: dict[Address, tuple[ssl.SSLContext | None, bool]]  # context, TLS only if offered
 
     # ------------------------------------------------------------------ connections
     def _credentials_for(self, address: Address) -> tuple[str, str]:
         return self._credentials.get(address) or self._credentials[self.master_address]
 
+    def _tls_for(self, address: Address) -> tuple[ssl.SSLContext | None, bool]:
+        return self._tls.get(address) or self._tls.get(self.master_address) or (None, False)
+
     def _control(self, address: Address) -> Any:
         user, password = self._credentials_for(address)
-        return control.connect(address[0], address[1], user, password, connect_timeout=self.connect_timeout)
+        ctx, preferred = self._tls_for(address)
+        return control.connect(
+            address[0], address[1], user, password, ssl=ctx, tls_preferred=preferred,
+            connect_timeout=self.connect_timeout,
+        )  # fmt: skip
 
     def _replica(
         self,
@@ -151,12 +160,15 @@ class StartPositionSearch:
         read_timeout: float | None = None,
     ) -> ReplicaConnection:
         user, password = self._credentials_for(address)
+        ctx, preferred = self._tls_for(address)
         return ReplicaConnection(
             address[0],
             address[1],
             user,
             password,
             server_id=server_id,
+            ssl=ctx,
+            tls_preferred=preferred,
             heartbeat_period=heartbeat,
             read_timeout=read_timeout,
             connect_timeout=self.connect_timeout,
