@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pycanal.common.druid import DruidPasswordError, decrypt_password
 from pycanal.config import CanalConfig, ConfigError, ConfigScanner, InstanceConfig, ScanEvent
 from pycanal.deployer.mq import MQ_MODES, mq_destination, mq_filter_transaction_entry
 from pycanal.instance import CanalInstance
@@ -92,7 +93,7 @@ def parser_settings(ic: InstanceConfig) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "master_address": ic["canal.instance.master.address"],
         "username": ic["canal.instance.dbUsername"],
-        "password": ic["canal.instance.dbPassword"],
+        "password": db_password(ic),
         "master_position": _position(ic, "canal.instance.master"),
         "gtid_mode": ic["canal.instance.gtidon"],
         "slave_id": ic["canal.instance.mysql.slaveId"] or None,
@@ -125,6 +126,25 @@ def parser_settings(ic: InstanceConfig) -> dict[str, Any]:
             Path(tsdb_dir).mkdir(parents=True, exist_ok=True)
             settings["schema_history_path"] = str(Path(tsdb_dir) / TSDB_FILE_NAME)
     return settings
+
+
+def db_password(ic: InstanceConfig) -> str:
+    """``canal.instance.dbPassword``, decrypted with ``pwdPublicKey`` when ``enableDruid`` is true."""
+    password = ic["canal.instance.dbPassword"]
+    if not ic["canal.instance.enableDruid"]:
+        return password
+    key = ic["canal.instance.pwdPublicKey"]
+    if not key:
+        at = "canal.instance.enableDruid"
+        message = f"{at} = true but no canal.instance.pwdPublicKey to decrypt canal.instance.dbPassword with"
+    else:
+        try:
+            return decrypt_password(key, password)
+        except DruidPasswordError as exc:
+            at = "canal.instance.dbPassword"
+            message = f"{at} with canal.instance.pwdPublicKey (enableDruid = true): {exc}"
+    source = ic.source(at)
+    raise ConfigError(f"{source}: {message}", key=at, source=source)
 
 
 def tls_settings(ic: InstanceConfig, source: str) -> TlsSettings:

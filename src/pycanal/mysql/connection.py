@@ -277,7 +277,7 @@ class ReplicaConnection:
             "host": self.host,
             "port": self.port,
             "user": self.user,
-            "password": self.password,
+            "password": self.password.encode("utf-8"),  # as the login sends it (PyMySQL: Latin-1)
             "connect_timeout": self.connect_timeout,
             "autocommit": True,
         }

@@ -50,7 +50,7 @@ def connect(
         "host": host,
         "port": port,
         "user": user,
-        "password": password,
+        "password": password.encode("utf-8"),  # PyMySQL encodes a str as Latin-1
         "connect_timeout": connect_timeout,
         "autocommit": True,
     }
