@@ -146,7 +146,7 @@ fi
 # of CPU instead of 0.65-0.7, the CLI 0.3 s instead of 0.14. Stale files are recompiled here, and
 # Python checks each one against its source anyway.
 .venv/bin/python -m compileall -q src
-# The compiled twins of the modules scripts/build_ext.py lists (Cython, a C compiler): the install
+# The compiled twins of the modules pycanal.compiled lists (Cython, a C compiler): the install
 # above builds them (setup.py); this rebuilds a twin older than its module's source (an edited
 # checkout). Without them those modules run interpreted.
 .venv/bin/python scripts/build_ext.py || log "compiled twins not built: their Python modules run instead"

@@ -1,42 +1,123 @@
-"""Compiled twins of pure-Python modules, and the rule that picks one at import.
+"""Compiled twins of pure-Python modules, and the rule that loads one in the module's place.
 
-A module listed in ``scripts/build_ext.py`` is compiled by Cython in pure-Python mode (its
-``.pxd`` beside it gives the types) into ``<package>._<name>_c`` by the install (``setup.py``)
-and by ``scripts/setup.sh``; the twin records the source it was built from. :func:`twin`
-returns that compiled module only if it was built from the source as it is now, so an edited
-module never runs stale: it runs interpreted until ``scripts/setup.sh`` builds it again.
-``PYCANAL_PURE_PYTHON=1`` keeps every module interpreted (the Python source is the fallback and
-the tests' oracle).
+The modules in :data:`COMPILED` are compiled by Cython in pure-Python mode (a ``.pxd`` beside a
+module gives it types) by the install (``setup.py``) and by ``scripts/setup.sh``
+(``scripts/build_ext.py``): each into ``_<name>_c.<extension suffix>`` beside its source, with
+``_<name>_c.src``, the source it was built from. Importing such a module loads its twin instead
+(a finder :func:`install` puts first on ``sys.meta_path``) only if the twin was built from the
+source as it is now, so an edited module never runs stale: it runs interpreted until
+``scripts/setup.sh`` builds it again. ``PYCANAL_PURE_PYTHON=1`` keeps every module interpreted:
+the Python source is the fallback and the tests' oracle (:func:`interpreted` loads it beside the
+twin in one process).
+
+Why these modules: on a stream of small transactions the parser is bound by the CPU of its two
+processes (framing, the small events' decode, the entries' bytes, the store), in code spread over
+them with no single hot spot; compiled as they are they cost 10-14% less CPU (bench/oltp.py,
+docs/benchmarks.md). The scan of ``pycanal.binlog.splits`` has types (its ``.pxd``): 5-10x.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import os
-from pathlib import Path
+import sys
 from types import ModuleType
 
-__all__ = ["built_from", "twin"]
+__all__ = ["COMPILED", "built_from", "install", "interpreted", "is_compiled", "twin_file"]
+
+COMPILED = (
+    "pycanal.binlog.splits",  # the scan of every event header before a file is split (typed)
+    # The parser's hot path on small transactions, compiled as it is.
+    "pycanal.mysql.packets",
+    "pycanal.mysql.connection",
+    "pycanal.binlog.decoder",
+    "pycanal.binlog.gtid.mariadb",
+    "pycanal.protocol.wire",
+    "pycanal.parse.rawentry",
+    "pycanal.parse.logevent",
+    "pycanal.parse.gtidstate",
+    "pycanal.parse.buffer",
+    "pycanal.parse.worker",
+    "pycanal.parse.parser",
+    "pycanal.store.event",
+    "pycanal.store.memory",
+    "pycanal.sink.entry",
+)
 
 
-def built_from(source: Path) -> bytes:
+def built_from(source: str | os.PathLike[str]) -> bytes:
     """What a twin of the module at ``source`` (a ``.py``) records: the module and its ``.pxd``,
     compared whole (exact, and no ``hashlib`` to import: 5 ms of every process's start-up)."""
-    pxd = source.with_suffix(".pxd")
-    return source.read_bytes() + b"\0" + (pxd.read_bytes() if pxd.exists() else b"")
+    source = os.fspath(source)
+    with open(source, "rb") as f:
+        out = f.read() + b"\0"
+    pxd = source[:-3] + ".pxd"
+    if os.path.exists(pxd):
+        with open(pxd, "rb") as f:
+            out += f.read()
+    return out
 
 
-def twin(module: ModuleType) -> ModuleType:
-    """``module``'s compiled twin if one was built from its current source, else ``module``."""
-    if os.environ.get("PYCANAL_PURE_PYTHON", "") not in ("", "0"):
-        return module
-    package, _, name = module.__name__.rpartition(".")
-    try:
-        compiled = importlib.import_module(f"{package}._{name}_c")
-    except ImportError:
-        return module
-    try:
-        current = built_from(Path(module.__file__ or ""))
-    except OSError:  # no source file to compare with (a zip on the path): the module as it is
-        return module
-    return compiled if getattr(compiled, "BUILT_FROM", None) == current else module
+def twin_file(source: str | os.PathLike[str]) -> str | None:
+    """The twin of the module at ``source`` (its ``.py``) if one was built from the module as it
+    is now, else None. (``os.path``, not ``pathlib``: every pycanal process imports this.)"""
+    source = os.fspath(source)
+    directory, name = os.path.split(source)
+    stem = os.path.join(directory, f"_{name[:-3]}_c")
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        binary = stem + suffix
+        if os.path.isfile(binary):
+            try:
+                with open(stem + ".src", "rb") as f:
+                    return binary if f.read() == built_from(source) else None
+            except OSError:
+                return None
+    return None
+
+
+def _pure() -> bool:
+    return os.environ.get("PYCANAL_PURE_PYTHON", "") not in ("", "0")
+
+
+class _TwinFinder:
+    """Finds a :data:`COMPILED` module's current twin; anything else is left to the next finder."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> object:
+        if fullname not in COMPILED or _pure():
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)  # type: ignore[arg-type]
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            return None
+        binary = twin_file(spec.origin)
+        if binary is None:
+            return None
+        loader = importlib.machinery.ExtensionFileLoader(fullname, binary)
+        spec = importlib.machinery.ModuleSpec(fullname, loader, origin=binary)
+        spec.has_location = True
+        return spec
+
+
+def install() -> None:
+    """Put the twins' finder first on ``sys.meta_path`` (``pycanal/__init__`` does, once)."""
+    if not any(isinstance(f, _TwinFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TwinFinder())
+
+
+def is_compiled(module: ModuleType) -> bool:
+    """Whether ``module`` was loaded from its compiled twin."""
+    return isinstance(getattr(module, "__loader__", None), importlib.machinery.ExtensionFileLoader)
+
+
+def interpreted(name: str) -> ModuleType:
+    """A fresh module object of ``name``'s Python source, whatever ``import`` gives (not put in
+    ``sys.modules``): the oracle a twin is compared with in one process."""
+    import importlib.util
+
+    parent = importlib.import_module(name.rpartition(".")[0])
+    spec = importlib.machinery.PathFinder.find_spec(name, parent.__path__)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no source for {name}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

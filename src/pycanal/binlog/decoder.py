@@ -73,6 +73,7 @@ _COMPRESSION_NONE = 255
 # What a truncated or corrupt event raises while it is decoded: reported as a BinlogError naming
 # the source and the event's offset.
 _MALFORMED = (IndexError, struct.error, ValueError, UnicodeDecodeError, KeyError, zlib.error, OverflowError)
+_MALFORMED_ROWS = (*_MALFORMED, TypeError)  # a generated row decoder's too
 
 
 def _version_tuple(version: str) -> tuple[int, int, int]:
@@ -520,7 +521,7 @@ class EventDecoder:
                 return decode(data, 0, len(data))
             except BinlogError as exc:
                 raise exc.at(source, pos) from None
-            except (*_MALFORMED, TypeError) as exc:
+            except _MALFORMED_ROWS as exc:
                 raise BinlogError(
                     f"bad row data for {tm.schema}.{tm.table} in {_type_name(typ)} event: {exc}", source, pos
                 ) from None

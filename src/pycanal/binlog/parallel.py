@@ -55,15 +55,11 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pycanal.compiled import twin
-
 from . import splits
 from .decoder import EventDecoder
 from .errors import BinlogError
 from .events import Event, GtidEvent
 from .reader import iter_frames, read_events
-
-_splits = twin(splits)  # the scan compiled where scripts/build_ext.py could build it
 
 __all__ = [
     "Part",
@@ -110,7 +106,7 @@ def plan_parts(data: bytes | bytearray | memoryview | mmap.mmap, parts: int) -> 
     module docstring for where a part may start). The first part starts at 4."""
     if parts < 1:
         raise ValueError(f"parts must be at least 1, not {parts}")
-    strong, weak, end = _splits.scan(data)
+    strong, weak, end = splits.scan(data)
     chosen: dict[int, _Candidate] = {}
     span = end - 4
     if parts > 1 and span > 0:
