@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conf_support import one_destination_conf
 from mq_support import canal_lib
 from pycanal.common.druid import DruidPasswordError, decrypt_password
 from pycanal.config import ConfigError
@@ -67,24 +68,6 @@ def db() -> Iterator[PrivateMariaDB]:
         yield server
 
 
-def _conf(root: Path, db: PrivateMariaDB, **instance: str) -> Path:
-    file, pos = db.current_binlog()
-    (root / "d").mkdir(parents=True)
-    (root / "canal.properties").write_text(
-        f"canal.destinations = d\ncanal.conf.dir = .\ncanal.file.data.dir = {root}/data\ncanal.auto.scan = false\n"
-    )
-    props = {
-        "canal.instance.master.address": f"{db.host}:{db.port}",
-        "canal.instance.master.journal.name": file,
-        "canal.instance.master.position": str(pos),
-        "canal.instance.dbUsername": "druidrepl",
-        "canal.instance.filter.regex": "pycanal\\\\.druid_t",
-        **instance,
-    }
-    (root / "d" / "instance.properties").write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
-    return root
-
-
 @pytest.mark.mariadb
 def test_a_destination_logs_in_with_the_decrypted_password(
     db: PrivateMariaDB, encrypted: tuple[str, str], tmp_path: Path
@@ -95,7 +78,7 @@ def test_a_destination_logs_in_with_the_decrypted_password(
         "canal.instance.pwdPublicKey": key,
         "canal.instance.dbPassword": cipher,
     }
-    with Deployer(_conf(tmp_path / "conf", db, **conf)) as deployer:
+    with Deployer(one_destination_conf(tmp_path / "conf", db, "druidrepl", "druid_t", **conf)) as deployer:
         server, client = deployer.server, ClientIdentity("d", 1001, "")
         server.subscribe(client)
         db.execute("INSERT INTO pycanal.druid_t VALUES (1), (2)")
@@ -123,7 +106,9 @@ def test_a_key_that_does_not_fit_stops_the_deploy_naming_the_key(
         ({"canal.instance.dbPassword": cipher}, "canal.instance.enableDruid = true but no canal.instance.pwdPublicKey to decrypt canal.instance.dbPassword with"),
         ({"canal.instance.pwdPublicKey": key, "canal.instance.dbPassword": "canal"}, "canal.instance.dbPassword with canal.instance.pwdPublicKey (enableDruid = true): the encrypted password is not Base64"),
     ]):  # fmt: skip
-        root = _conf(tmp_path / str(n), db, **{"canal.instance.enableDruid": "true", **conf})
+        root = one_destination_conf(
+            tmp_path / str(n), db, "druidrepl", "druid_t", **{"canal.instance.enableDruid": "true", **conf}
+        )
         with pytest.raises(ConfigError) as info, Deployer(root):
             pass
         assert str(info.value) == f"{root}/d/instance.properties: {message}"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conf_support import one_destination_conf
 from pycanal.config import ConfigError
 from pycanal.deployer.controller import Deployer
 from pycanal.meta import ClientIdentity
@@ -21,6 +22,7 @@ from pycanal.testing import PrivateMariaDB
 from tls_support import Certs, client_store, make_certs, trust_store
 
 PREFIX = "canal.instance.master."
+_PASSWORD = {"canal.instance.dbPassword": "pw"}  # the accounts' (tls_db)
 
 
 # ------------------------------------------------------------------------------ settings (no server)
@@ -93,25 +95,6 @@ def tls_db(certs: Certs) -> Iterator[PrivateMariaDB]:
         yield db
 
 
-def _conf(root: Path, db: PrivateMariaDB, user: str, **instance: str) -> Path:
-    file, pos = db.current_binlog()
-    (root / "d").mkdir(parents=True)
-    (root / "canal.properties").write_text(
-        f"canal.destinations = d\ncanal.conf.dir = .\ncanal.file.data.dir = {root}/data\ncanal.auto.scan = false\n"
-    )
-    props = {
-        "canal.instance.master.address": f"{db.host}:{db.port}",
-        "canal.instance.master.journal.name": file,
-        "canal.instance.master.position": str(pos),
-        "canal.instance.dbUsername": user,
-        "canal.instance.dbPassword": "pw",
-        "canal.instance.filter.regex": "pycanal\\\\.tls_t",
-        **instance,
-    }
-    (root / "d" / "instance.properties").write_text("".join(f"{k} = {v}\n" for k, v in props.items()))
-    return root
-
-
 def _rows(deployer: Deployer, expected: int) -> list[int]:
     server, client = deployer.server, ClientIdentity("d", 1001, "")
     server.subscribe(client)
@@ -148,9 +131,10 @@ def test_a_destination_streams_over_tls(
     files = {"trust": trust_store(certs, tmp_path / "ca.p12", "pw"), "ca": certs.ca,
              "client": client_store(certs, tmp_path / "client.p12", "pw")}  # fmt: skip
     instance = {PREFIX + k: v.format(**files) for k, v in keys.items()}
+    root = one_destination_conf(tmp_path / "conf", tls_db, user, "tls_t", **_PASSWORD, **instance)
     # The account refuses any connection without TLS (a client certificate for x509repl): the
     # start-position search, the schema history and the dump all connect with these settings.
-    with Deployer(_conf(tmp_path / "conf", tls_db, user, **instance)) as deployer:
+    with Deployer(root) as deployer:
         first = tls_db.query("SELECT COALESCE(MAX(id), 0) FROM pycanal.tls_t")[0][0]
         ids = list(range(first + 1, first + 4))
         for i in ids:
@@ -205,8 +189,11 @@ def test_a_ca_that_did_not_sign_the_server_fails_and_a_bad_store_stops_the_deplo
     ctx = TlsSettings("VERIFY_CA", trust_store_url=str(other.ca)).context
     with pytest.raises(TLSError, match="(?i)certificate"):
         ReplicaConnection(tls_db.host, tls_db.port, "tlsrepl", "pw", ssl=ctx).connect()
-    root = _conf(tmp_path / "conf", tls_db, "tlsrepl", **{PREFIX + "sslMode": "VERIFY_CA",
-                 PREFIX + "trustCertificateKeyStoreUrl": "file:/etc/canal/truststore.jks"})  # fmt: skip
+    jks = {
+        PREFIX + "sslMode": "VERIFY_CA",
+        PREFIX + "trustCertificateKeyStoreUrl": "file:/etc/canal/truststore.jks",
+    }
+    root = one_destination_conf(tmp_path / "conf", tls_db, "tlsrepl", "tls_t", **_PASSWORD, **jks)
     with pytest.raises(ConfigError) as info, Deployer(root):
         pass
     assert str(info.value) == (
