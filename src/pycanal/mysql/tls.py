@@ -112,9 +112,9 @@ class TlsSettings:
         return self.mode != "DISABLED"
 
     @property
-    def required(self) -> bool:
-        """Whether a server without TLS is refused (every mode but DISABLED and PREFERRED)."""
-        return self.mode not in ("DISABLED", "PREFERRED")
+    def preferred(self) -> bool:
+        """TLS only where the server offers it (PREFERRED); every other enabled mode requires it."""
+        return self.mode == "PREFERRED"
 
     @cached_property
     def context(self) -> ssl.SSLContext | None:

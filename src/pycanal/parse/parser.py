@@ -157,7 +157,7 @@ class MysqlEventParser(StartPositionSearch):
         self._tls = {}
         for address, tls in ((self.master_address, master_tls), (self.standby_address, standby_tls)):
             if address is not None and tls is not None:
-                self._tls.setdefault(address, (tls.context, tls.mode == "PREFERRED"))
+                self._tls.setdefault(address, (tls.context, tls.preferred))
         self.master_position = master_position
         self.standby_position = standby_position
         self.gtid_mode = gtid_mode
