@@ -283,33 +283,56 @@ def test_get_with_timeout_returns_what_is_there():
 @pytest.mark.parametrize("mode", [ITEMSIZE, MEMSIZE])
 def test_a_get_stops_waiting_once_a_put_waits_for_room(mode):
     """Its batch cannot grow before an ack (Canal waits out the timeout with its parser stopped):
-    whether the put blocks before the get waits or after."""
+    whether the put blocks before the get waits or after. Five events handed out and not acked
+    keep the events not handed out under half the store, so that rule stays out of the way."""
     store = MemoryEventStore(8, buffer_mem_unit=100, batch_mode=mode)  # MEMSIZE: 800 bytes
+    store.put([ev(i, size=10) for i in range(5)])
+    held = store.get(None, 5, timeout=1)
+    assert offsets(held) == list(range(5))
     result = []
     getter = threading.Thread(target=lambda: result.append(store.get(None, 50, timeout=10)))
     getter.start()  # wants 50 events / 5,000 bytes
-    store.put([ev(i, size=10) for i in range(8)])  # every slot, 80 bytes
+    store.put([ev(i, size=10) for i in range(5, 8)])  # every slot, 3 of them not handed out
     time.sleep(0.1)
     assert not result  # no put waits yet: the get waits for more
     t0 = time.monotonic()
     producer = threading.Thread(target=lambda: store.put([ev(8, size=10)]))
     producer.start()
     getter.join(5)
-    assert offsets(result[0]) == list(range(8)) and time.monotonic() - t0 < 2
+    assert offsets(result[0]) == [5, 6, 7] and time.monotonic() - t0 < 2
     t0 = time.monotonic()
     assert not store.get(None, 50, timeout=0.1)  # everything handed out: nothing to return early
     assert time.monotonic() - t0 >= 0.09
     store.ack(result[0].position_range.end, result[0].position_range.end_seq)
     producer.join(5)
-    if mode == MEMSIZE:  # a blocking get with no timeout would otherwise never return
-        store.put([ev(i, size=10) for i in range(9, 16)])
-        blocked = threading.Thread(target=lambda: store.put([ev(16, size=10)]))
-        blocked.start()
-        batch = store.get(None, 50)
-        assert offsets(batch) == list(range(8, 16))
-        store.ack(batch.position_range.end, batch.position_range.end_seq)
-        blocked.join(5)
-        assert offsets(store.try_get(None, 50)) == [16]
+    assert offsets(store.try_get(None, 50)) == [8]
+
+
+@pytest.mark.parametrize(
+    ("mode", "size", "first"),
+    [(ITEMSIZE, 10, 4), (MEMSIZE, 10, 4), (MEMSIZE, 150, 3)],  # MEMSIZE: 800 bytes, half is 400
+)
+def test_a_get_stops_waiting_once_half_the_store_waits_for_it(mode, size, first):
+    """A batch of more than half the store (its slots, or its bytes in MEMSIZE mode) returns at
+    half: waiting on, it would take the whole store and stop the parser until the client acked
+    it (sysbench's 1-row transactions under Canal's defaults: 16,384 slots hold ~3.25 MB of a
+    4 MB batch)."""
+    store = MemoryEventStore(8, buffer_mem_unit=100, batch_mode=mode)
+    result = []
+    getter = threading.Thread(target=lambda: result.append(store.get(None, 50, timeout=10)))
+    getter.start()
+    for i in range(first - 1):
+        store.put([ev(i, size=size)])
+    time.sleep(0.1)
+    assert not result  # under half: the get waits for more
+    t0 = time.monotonic()
+    store.put([ev(first - 1, size=size)])
+    getter.join(5)
+    assert offsets(result[0]) == list(range(first)) and time.monotonic() - t0 < 2
+    # The other half takes puts while the batch is out.
+    assert store.try_put([ev(i, size=size) for i in range(first, first + 2)])
+    store.ack(result[0].position_range.end, result[0].position_range.end_seq)
+    assert offsets(store.try_get(None, 50)) == [first, first + 1]
 
 
 def test_stop_wakes_blocked_callers():

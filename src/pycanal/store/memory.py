@@ -21,6 +21,10 @@ written), ``get`` (last event handed out) and ``ack`` (last event acknowledged);
   one) while its parser stands still: with Canal's defaults (MEMSIZE, 16,384 slots, 1 KB units) a
   4,096-unit batch of small entries (sysbench's 1-row transactions, ~200 bytes an entry) fills
   every slot with 3.25 MB of its 4 MB budget, and each such batch waited the whole timeout.
+  And it returns once the events not handed out fill half the store (slots, or bytes in MEMSIZE
+  mode): waiting on, the batch would take the whole store and the parser would stand still
+  until the client acked it; at half, the parser fills the other half while the client takes
+  this one. A batch that fits its budget in half the store never meets the rule.
 * The batch's ``PositionRange``: ``start``/``end`` are its first and last events' positions;
   ``ack`` is the position of its last TRANSACTIONEND, TRANSACTIONBEGIN (only without GTID) or DDL
   event (Canal's ack point, the client cursor), or ``None``; ``end_seq`` is the ring sequence of
@@ -337,6 +341,12 @@ class MemoryEventStore:
             mem += self._slots[nxt & self._mask].size  # type: ignore[union-attr]
         return mem >= batch_size * self.buffer_mem_unit
 
+    def _half_full(self) -> bool:
+        """The events not handed out fill half the store (its slots, or in MEMSIZE mode its bytes)."""
+        if self.put_seq - self.get_seq >= self.buffer_size >> 1:
+            return True
+        return self.mem_size_mode and self.put_mem - self.get_mem >= self._mem_limit >> 1
+
     def _do_get(self, start: LogPosition | None, batch_size: int) -> Events:
         current = self.get_seq
         top = self.put_seq
@@ -405,6 +415,8 @@ class MemoryEventStore:
             while True:
                 self._check_running()
                 if self._has_batch(start, batch_size) or (self._puts_waiting and self.get_seq < self.put_seq):
+                    break
+                if self._half_full():
                     break
                 if deadline is None:
                     self._not_empty.wait()
