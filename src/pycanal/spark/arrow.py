@@ -16,12 +16,15 @@ def arange(n: int) -> pa.Array:
     return pc.indices_nonzero(pa.repeat(True, n)).cast(pa.int64())
 
 
-def take(values: pa.Array, rows: pa.Array) -> pa.Array:
-    """``values.take(rows)``; a slice (no copy) when the rows are consecutive."""
+def take(values: pa.Array | pa.ChunkedArray, rows: pa.Array) -> pa.Array:
+    """``values.take(rows)`` as one array; a slice (no copy of one array) when the rows are
+    consecutive. Of chunked values only the rows taken are copied."""
     n = len(rows)
     if n and rows[n - 1].as_py() - rows[0].as_py() == n - 1 and pc.all(pc.less(rows[:-1], rows[1:])).as_py():
-        return values.slice(rows[0].as_py(), n)
-    return values.take(rows)
+        out = values.slice(rows[0].as_py(), n)
+    else:
+        out = values.take(rows)
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
 
 def take_in_blocks(table: pa.Table, order: pa.Array, max_blocks: int = 256) -> pa.Table:

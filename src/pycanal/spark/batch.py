@@ -1,9 +1,11 @@
 """A micro-batch's change rows as the current-state apply reads them (``BatchRows``), and the
 error of a batch that cannot be applied.
 
-The rows stay Arrow arrays, each column combined into one array on first use (the images, most
-of a batch's bytes, only where a table's rows are read); ``op``, ``file`` and ``offset`` read
-like lists, an item becoming a Python value when it is read.
+The rows stay Arrow arrays, each column combined into one array on first use except the images,
+most of a batch's bytes, which stay in their chunks (a snapshot's micro-batch carries ~50 MB of
+READ images that its chunk files stand for: combined, they were a tenth of the driver's CPU
+in ``bench/snapshot.py``); ``pycanal.spark.arrow.take`` copies out the rows a table reads.
+``op``, ``file`` and ``offset`` read like lists, an item becoming a Python value when it is read.
 """
 
 from __future__ import annotations
@@ -40,15 +42,19 @@ class _AsList:
         return pc.any(pc.equal(self.array, value)).as_py() is True
 
 
+_IMAGES = frozenset({"pk", "before", "after"})
+
+
 class _Columns(dict):
-    """A table's columns as contiguous arrays, each combined on first use."""
+    """A table's columns as contiguous arrays, each combined on first use; the images chunked."""
 
     def __init__(self, table: pa.Table) -> None:
         super().__init__()
         self.table = table
 
-    def __missing__(self, name: str) -> pa.Array:
-        array = self[name] = self.table.column(name).combine_chunks()
+    def __missing__(self, name: str) -> pa.Array | pa.ChunkedArray:
+        column = self.table.column(name)
+        array = self[name] = column if name in _IMAGES else column.combine_chunks()
         return array
 
 
