@@ -344,6 +344,9 @@ class PrivateMariaDB(PrivateServer):
             "autocommit": True,
             "init_command": "SET SESSION time_zone = '+00:00'",
             "connect_timeout": 10,
+            # A socket has no TLS; without this PyMySQL 2.2 builds a TLS context per connection
+            # (~15 ms of CPU: in benches that poll the source, taken from what they measure).
+            "ssl_disabled": True,
         }
         if database is not None:
             params["database"] = database
