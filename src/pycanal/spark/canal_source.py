@@ -64,23 +64,25 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import zstandard
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 
 from pycanal.heap import settle
 from pycanal.parse.filter import TableFilter
 
-from .canal_feed import Feed, Offset, Queued, parse_offset, to_offset
 from .canal_options import canal_options
-from .entry_rows import EntryRows
 from .rows import ROW_SCHEMA
-from .stage import stage_rows
 
+# The runner's modules (the connector, the entry queue) and the executors' (the entries' reader,
+# the stage) are imported where they are used: Spark imports this module in a fresh Python
+# process for each planning step of a query's start (the source's schema, the reader's pickled
+# function), one after another.
 if TYPE_CHECKING:
     from types import ModuleType
 
+    import pyarrow as pa
+
+    from .canal_feed import Feed, Offset, Queued
     from .snapshot import SnapshotPlanner
 
 __all__ = ["CanalDataSource", "CanalPartition", "CanalStreamReader"]
@@ -89,6 +91,13 @@ _BATCH_ROWS = 8192  # rows per Arrow batch out of read()
 _MIN_PART_BYTES = 32 * 1024  # smaller parts are not worth a task
 # Before every position: the first batch starts at the server's cursor.
 INITIAL_OFFSET: dict[str, Any] = {"file": "", "pos": 0, "k": -1}
+
+
+def _feed_module() -> ModuleType:
+    """:mod:`pycanal.spark.canal_feed`: the runner's."""
+    from . import canal_feed
+
+    return canal_feed
 
 
 def _snapshot() -> ModuleType:
@@ -115,6 +124,8 @@ class CanalPartition(InputPartition):
         if sys.byteorder == "big":
             sizes.byteswap()
         size = 4 + 4 * len(entries) + sum(sizes)  # in the frame header: one-shot decompression
+        import zstandard
+
         cobj = zstandard.ZstdCompressor(level=1).compressobj(size=size)
         head = cobj.compress(len(entries).to_bytes(4, "little") + sizes.tobytes())
         self.payload = b"".join([head, *map(cobj.compress, entries), cobj.flush()])
@@ -124,6 +135,8 @@ class CanalPartition(InputPartition):
     @property
     def entries(self) -> list[memoryview]:
         """The entries, as views into one decompressed buffer (protobuf parses them as they are)."""
+        import zstandard
+
         data = memoryview(zstandard.ZstdDecompressor().decompress(self.payload))
         n = int.from_bytes(data[:4], "little")
         sizes = array.array("I")
@@ -166,11 +179,11 @@ class CanalStreamReader(DataSourceStreamReader):
 
     def _runner(self) -> Feed:
         if self._feed is None:
-            self._feed = Feed(self.opts)
+            self._feed = _feed_module().Feed(self.opts)
         return self._feed
 
     def _offset(self, offset: Any) -> Offset:
-        return parse_offset(offset, self.opts.destination)
+        return _feed_module().parse_offset(offset, self.opts.destination)
 
     def initialOffset(self) -> dict[str, Any]:
         return dict(INITIAL_OFFSET)
@@ -209,7 +222,7 @@ class CanalStreamReader(DataSourceStreamReader):
             return None
         with feed.cond:
             tail = feed.entries[-1] if feed.entries else None
-            out = to_offset(tail) if tail is not None else {}
+            out = _feed_module().to_offset(tail) if tail is not None else {}
             out.update(queued=len(feed.entries), stuck=round(feed.stuck(), 1))
         return out
 
@@ -253,6 +266,9 @@ class CanalStreamReader(DataSourceStreamReader):
             assert self.opts.snapshot is not None
             yield from _snapshot().read_snapshot_partition(self.opts.snapshot, partition, self.opts.stage)
         else:
+            from .entry_rows import EntryRows
+            from .stage import stage_rows
+
             rows = EntryRows(
                 accepts=self.accepts,
                 timezone=self.opts.timezone,
