@@ -18,7 +18,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from pycanal.spark import cow
 from pycanal.spark.apply import ChangeApplier
-from pycanal.spark.arrow import take_in_blocks
+from pycanal.spark.arrow import take, take_in_blocks
 from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.cow import Contents, KeyedTable, unsupported
 from pycanal.spark.current import table_path
@@ -535,6 +535,30 @@ def test_take_in_blocks_is_take() -> None:
         moves = 1 + sum(b != a + 1 for a, b in zip(order, order[1:], strict=False))
         if trial % 4 and moves < 100:
             assert out.column("s").num_chunks == moves
+
+
+def test_take_of_chunked_values_is_take_of_their_array() -> None:
+    """Rows in any order (repeated, consecutive, none) out of values in one chunk or many, empty
+    chunks among them: one array, the rows the combined array gives."""
+    rng = random.Random(5)
+    values = [f"v{i}" if i % 7 else None for i in range(1000)]
+    whole = pa.array(values)
+    for trial in range(300):
+        cuts = sorted(rng.sample(range(0, 1001), rng.choice([0, 1, 4, 20])))
+        chunked = pa.chunked_array(
+            [whole[a:b] for a, b in zip([0, *cuts], [*cuts, 1000], strict=True)], pa.string()
+        )
+        kind = trial % 3
+        if kind == 0:
+            rows = rng.choices(range(1000), k=rng.randint(0, 50))
+        elif kind == 1:
+            start = rng.randrange(1000)
+            rows = list(range(start, rng.randint(start, 1000)))
+        else:
+            rows = sorted(rng.sample(range(1000), rng.randint(1, 400)))
+        index = pa.array(rows, pa.int64())
+        out = take(chunked, index)
+        assert isinstance(out, pa.Array) and out.equals(whole.take(index)), trial
 
 
 def test_big_files_are_zstd_and_small_ones_snappy(tmp_path: Path) -> None:

@@ -18,13 +18,31 @@ def arange(n: int) -> pa.Array:
 
 def take(values: pa.Array | pa.ChunkedArray, rows: pa.Array) -> pa.Array:
     """``values.take(rows)`` as one array; a slice (no copy of one array) when the rows are
-    consecutive. Of chunked values only the rows taken are copied."""
+    consecutive. Of chunked values only the rows taken are copied: Arrow's take of a ChunkedArray
+    of several chunks concatenates them first (4-6 ms a call for 200,000 rows of images; 75-350 us
+    here for 2 to 20 chunks)."""
     n = len(rows)
     if n and rows[n - 1].as_py() - rows[0].as_py() == n - 1 and pc.all(pc.less(rows[:-1], rows[1:])).as_py():
         out = values.slice(rows[0].as_py(), n)
-    else:
-        out = values.take(rows)
-    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+        return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+    if not isinstance(values, pa.ChunkedArray):
+        return values.take(rows)
+    if values.num_chunks == 1:
+        return values.chunk(0).take(rows)
+    pieces, where, low = [], [], 0
+    for chunk in values.chunks:
+        high = low + len(chunk)
+        inside = pc.and_(pc.greater_equal(rows, low), pc.less(rows, high))
+        at = pc.indices_nonzero(inside)
+        if len(at):
+            pieces.append(chunk.take(pc.subtract(rows.filter(inside), low)))
+            where.append(at)
+        low = high
+    if len(pieces) == 1:
+        return pieces[0]
+    if not pieces:
+        return pa.nulls(0, values.type)
+    return pa.concat_arrays(pieces).take(pc.sort_indices(pa.concat_arrays(where)))
 
 
 def take_in_blocks(table: pa.Table, order: pa.Array, max_blocks: int = 256) -> pa.Table:

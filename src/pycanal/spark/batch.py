@@ -1,11 +1,11 @@
 """A micro-batch's change rows as the current-state apply reads them (``BatchRows``), and the
 error of a batch that cannot be applied.
 
-The rows stay Arrow arrays, each column combined into one array on first use except the images,
-most of a batch's bytes, which stay in their chunks (a snapshot's micro-batch carries ~50 MB of
-READ images that its chunk files stand for: combined, they were a tenth of the driver's CPU
-in ``bench/snapshot.py``); ``pycanal.spark.arrow.take`` copies out the rows a table reads.
-``op``, ``file`` and ``offset`` read like lists, an item becoming a Python value when it is read.
+The rows stay Arrow arrays, each column combined into one array on first use, except the images
+of a snapshot's micro-batch (one with CHUNK rows): ~50 MB of READ images that its chunk files
+stand for, which combined were a tenth of the driver's CPU in ``bench/snapshot.py``; they stay in
+their chunks and ``pycanal.spark.arrow.take`` copies out the rows a table reads. ``op``, ``file``
+and ``offset`` read like lists, an item becoming a Python value when it is read.
 """
 
 from __future__ import annotations
@@ -46,15 +46,18 @@ _IMAGES = frozenset({"pk", "before", "after"})
 
 
 class _Columns(dict):
-    """A table's columns as contiguous arrays, each combined on first use; the images chunked."""
+    """A table's columns as contiguous arrays, each combined on first use; the images chunked
+    once ``chunked_images`` is set."""
 
     def __init__(self, table: pa.Table) -> None:
         super().__init__()
         self.table = table
+        self.chunked_images = False
 
     def __missing__(self, name: str) -> pa.Array | pa.ChunkedArray:
         column = self.table.column(name)
-        array = self[name] = column if name in _IMAGES else column.combine_chunks()
+        keep = self.chunked_images and name in _IMAGES
+        array = self[name] = column if keep else column.combine_chunks()
         return array
 
 
@@ -69,6 +72,7 @@ class BatchRows:
         self.file = _AsList(position.field("file"))
         self.offset = _AsList(position.field("offset"))
         self.chunks = pc.any(pc.equal(self.columns["op"], CHUNK)).as_py() is True  # a snapshot chunk's range
+        self.columns.chunked_images = self.chunks
 
     def at(self, i: int) -> str:
         """Row ``i``'s binlog position, as messages name it."""

@@ -160,7 +160,7 @@ class MergeSource:
         keys = [name for name, _ in t.primary_key]
         names = [c.name for c in t.columns]
         ops, pks, befores, afters = (
-            rows.columns[c].take(idx).to_pylist() for c in ("op", "pk", "before", "after")
+            take(rows.columns[c], idx).to_pylist() for c in ("op", "pk", "before", "after")
         )
         row = idx.to_pylist()
 
