@@ -335,6 +335,17 @@ def test_a_get_stops_waiting_once_half_the_store_waits_for_it(mode, size, first)
     assert offsets(store.try_get(None, 50)) == [first, first + 1]
 
 
+@pytest.mark.parametrize("mode", [ITEMSIZE, MEMSIZE])
+def test_a_get_of_an_empty_one_slot_store_waits(mode):
+    """Half of one slot (or of a one-byte budget) is nothing: an empty store still makes a get wait."""
+    store = MemoryEventStore(1, buffer_mem_unit=1, batch_mode=mode)
+    t0 = time.monotonic()
+    assert not store.get(None, 5, timeout=0.1)
+    assert time.monotonic() - t0 >= 0.09
+    store.put([ev(1, size=10)])
+    assert offsets(store.get(None, 5, timeout=5)) == [1]
+
+
 def test_stop_wakes_blocked_callers():
     store = MemoryEventStore(2)
     store.put([ev(1), ev(2)])

@@ -342,8 +342,11 @@ class MemoryEventStore:
         return mem >= batch_size * self.buffer_mem_unit
 
     def _half_full(self) -> bool:
-        """The events not handed out fill half the store (its slots, or in MEMSIZE mode its bytes)."""
-        if self.put_seq - self.get_seq >= self.buffer_size >> 1:
+        """Events not handed out fill half the store (its slots, or in MEMSIZE mode its bytes)."""
+        waiting = self.put_seq - self.get_seq
+        if waiting <= 0:  # (a store of one slot or one byte is "half full" when empty)
+            return False
+        if waiting >= self.buffer_size >> 1:
             return True
         return self.mem_size_mode and self.put_mem - self.get_mem >= self._mem_limit >> 1
 
