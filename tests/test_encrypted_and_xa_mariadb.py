@@ -23,6 +23,7 @@ import re
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -169,7 +170,14 @@ def xa_binlog() -> Iterator[tuple[PrivateMariaDB, Path, list[ev.Event], str]]:
             cur.execute("INSERT INTO pycanal.xa VALUES (2, 'b')")
             cur.execute("XA END 'gt2'")
             cur.execute("XA PREPARE 'gt2'")
-        # ... and rolled back from another connection after the first one has gone.
+            first = conn.thread_id()
+        # ... and rolled back from another connection after the first one has gone: the server
+        # detaches the prepared XA when it has ended that connection's thread, which a new
+        # connection can overtake (XAER_NOTA).
+        deadline = time.monotonic() + 30
+        while db.query("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s", (first,))[0][0]:
+            assert time.monotonic() < deadline, "the XA's first connection never ended"
+            time.sleep(0.01)
         with db.root_connection() as conn, conn.cursor() as cur:
             cur.execute("XA RECOVER")
             assert [row[3] for row in cur.fetchall()] == [b"gt2"]
