@@ -417,9 +417,11 @@ class MemoryEventStore:
         with self._lock:
             while True:
                 self._check_running()
-                if self._has_batch(start, batch_size) or (self._puts_waiting and self.get_seq < self.put_seq):
-                    break
-                if self._half_full():
+                if (
+                    self._has_batch(start, batch_size)
+                    or (self._puts_waiting and self.get_seq < self.put_seq)
+                    or self._half_full()
+                ):
                     break
                 if deadline is None:
                     self._not_empty.wait()
