@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -605,3 +607,19 @@ def test_a_stalled_runner_says_so_fetches_again_then_fails(
     assert "rolling back and fetching them again" in caplog.text
     with pytest.raises(ValueError, match="option stallTimeout .soon.: must be seconds"):
         CanalStreamReader({**options, "stallTimeout": "soon"})
+
+
+def test_the_planners_import_neither_the_runners_nor_the_executors_modules() -> None:
+    """Spark imports the source's module in a fresh Python process for each planning step of a
+    query's start, one after another: the connector and entry queue (the runner's), the entries'
+    reader and the stage (the executors'), and the snapshot's chunk-file writer (with pandas
+    behind it) load only where they are used."""
+    code = (
+        "import sys, pycanal.spark.canal_source\n"
+        "later = ['pycanal.spark.canal_feed', 'pycanal.spark.entry_rows', 'pycanal.spark.stage', 'zstandard']\n"
+        "print(','.join(m for m in later if m in sys.modules))\n"
+        "import pycanal.spark.snapshot  # the runner's snapshot planning\n"
+        "print(','.join(m for m in ('pycanal.spark.chunk_files', 'pandas') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["", ""]
