@@ -3,6 +3,7 @@ position, the transaction rewind, errno 1236 handling and GTID mode."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -124,6 +125,28 @@ def test_stream_stop_restart_no_loss_no_duplicate(db: PrivateMariaDB) -> None:
     assert sink.ids() + sink2.ids() == list(range(1, 41))
     kinds = [e.entryType for e in sink2.entries]
     assert kinds[0] == pb.TRANSACTIONBEGIN  # resumed exactly at a transaction boundary
+
+
+def test_stop_closes_the_schema_history_the_parser_opened(db: PrivateMariaDB, tmp_path) -> None:
+    """The parser's own SQLite schema history closes with the parser (dropped open, it waited for
+    the collector, which once ran its finalizer in a forked worker); a restart opens it again."""
+    file, pos = db.current_binlog()
+    sink = ListSink()
+    parser = make_parser(
+        db, sink, master_position=EntryPosition(file, pos), filter="pycanal\\.ep",
+        schema_history_path=str(tmp_path / "tsdb.sqlite"),
+    )  # fmt: skip
+    for batch in (range(101, 104), range(104, 107)):
+        parser.start()
+        try:
+            insert(db, batch)
+            wait_for(lambda b=batch: sink.ids()[-3:] == list(b))
+        finally:
+            history = parser.schema_history
+            parser.stop()
+        assert parser.schema_history is None
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            history.store.conn.execute("SELECT 1")
 
 
 def test_start_inside_transaction_rewinds_and_delivers_the_whole_transaction(db: PrivateMariaDB) -> None:

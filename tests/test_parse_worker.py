@@ -5,6 +5,9 @@ them: the reading side decodes what is not in ``UNDECODED`` and checks the rest.
 
 from __future__ import annotations
 
+import gc
+import select
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +152,57 @@ def test_worker_gtid_mode_records_equal_inline(fixtures_dir: Path, name: str, gt
     got, error = parallel(path, {"gtid_set": gtid_set}, 3)
     assert (got, error) == (expected, expected_error)
     assert any(r[6] for r in got)  # the Headers carry the GTID set
+
+
+class _Finalized:
+    """A finalizer that takes ``lock``."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lock = lock
+        self.me = self  # a cycle: only the collector frees it
+
+    def __del__(self) -> None:
+        with self.lock:
+            pass
+
+
+def test_worker_never_collects_the_heap_it_forked_with(fixtures_dir: Path) -> None:
+    """A garbage cycle of the server whose finalizer takes a lock another thread holds at the
+    fork: collected in the worker, it would wait for a thread the fork did not copy, and the
+    destination would get no entry (a parser's SQLite schema store did this under test load)."""
+    path = fixtures_dir / "rust_mysql_common/mariadb-bin.000001"
+    expected, _ = inline(path, {})
+    lock, held, release = threading.Lock(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    gc.disable()  # the cycle stays garbage until the worker forks
+    try:
+        _Finalized(lock)
+        holder.start()
+        held.wait()
+        decoder = EventDecoder(str(path), path.name)
+        worker = ConvertWorker(_convert({}), decoder, with_meta=False, warn=lambda _m: None)
+        try:
+            out = []
+            for pos, raw in _frames(path):
+                event = None if raw[4] in UNDECODED else decoder.decode(raw, pos)
+                if worker.feed(raw, pos, event):
+                    out += [_fields(r) for r in worker.take()]
+            worker.flush()
+            while worker.busy:
+                assert select.select([worker.fileno()], [], [], 20)[0], "the worker never answered"
+                worker.wait()
+            out += [_fields(r) for r in worker.take()]
+        finally:
+            release.set()
+            worker.close()
+    finally:
+        release.set()
+        holder.join()
+        gc.enable()
+    assert out == expected

@@ -176,16 +176,9 @@ class MysqlEventParser(StartPositionSearch):
         self.detecting_interval = detecting_interval
         self.detecting_retry_times = detecting_retry_times
         self.heartbeat_ha_enable = heartbeat_ha_enable
-        if schema_history is None and schema_history_path is not None:
-            from pycanal.parse.meta import SchemaHistory
-
-            schema_history = SchemaHistory(
-                schema_history_path,
-                connect=lambda: self._control(self.running_address),
-                filter=self.filter,
-                alarm=lambda message: self._alarm(f"schema history: {message}"),
-            )
+        self._history_path = schema_history_path if schema_history is None else None
         self.schema_history = schema_history
+        self._open_history()
         self.sink = sink
         self.position_manager = position_manager or MemoryLogPositionManager()
         self.alarm = alarm
@@ -234,10 +227,25 @@ class MysqlEventParser(StartPositionSearch):
     def is_running(self) -> bool:
         return self._running
 
+    def _open_history(self) -> None:
+        """Open the schema history at ``schema_history_path`` (the parser's own: :meth:`stop`
+        closes it; a stopped parser holding it in a reference cycle would keep its SQLite file
+        open until the collector ran)."""
+        if self._history_path is not None and self.schema_history is None:
+            from pycanal.parse.meta import SchemaHistory
+
+            self.schema_history = SchemaHistory(
+                self._history_path,
+                connect=lambda: self._control(self.running_address),
+                filter=self.filter,
+                alarm=lambda message: self._alarm(f"schema history: {message}"),
+            )
+
     def start(self) -> None:
         with self._lock:
             if self._running:
                 raise RuntimeError(f"parser {self.destination} is already running")
+            self._open_history()
             self._running = True
             self._stop_event.clear()
             if not self.position_manager.running:
@@ -263,10 +271,15 @@ class MysqlEventParser(StartPositionSearch):
                 conn.close()
             except Exception:  # noqa: BLE001 - closing a broken connection
                 log.debug("closing the dump connection failed", exc_info=True)
+        alive = False  # a thread still running, or this one: it may still use the history
         for thread in (self._thread, self._detector):
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout)
+            alive = alive or (thread is not None and thread.is_alive())
         self._thread = self._detector = None
+        if self._history_path is not None and self.schema_history is not None and not alive:
+            self.schema_history.close()
+            self.schema_history = None
 
     def do_switch(self) -> None:
         """Switch between master and standby (Canal's ``doSwitch``): the next run connects to the

@@ -27,7 +27,8 @@ sees GTID events when the Headers carry the GTID set (``canal.instance.gtidon``)
 back in order: the records of the events before a failed event, then
 its error (the same exception type: ``TableIdNotFoundError`` still rewinds the parser). A worker
 that dies raises :class:`ConvertWorkerError`. The worker closes every file descriptor it
-inherited but its pipes and stdio, ignores SIGINT, and leaves when its pipes close. What it would
+inherited but its pipes and stdio, ignores SIGINT, never collects the heap it inherited
+(:func:`_fork`), and leaves when its pipes close. What it would
 import lazily (sqlglot for DDL, ...) is imported before the fork: a server forks one worker per
 destination from a threaded process, where a module being imported by another thread at the fork
 stays locked in the child (:func:`_preload_for_fork`).
@@ -37,9 +38,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
 import pickle
 import signal
+import threading
 import time
 import traceback
 from collections import deque
@@ -52,7 +55,6 @@ from pycanal.binlog.constants import ROWS_KIND
 from pycanal.binlog.constants import EventType as E
 from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.tablemap import TableMap
-from pycanal.heap import settle
 from pycanal.parse.filter import RegexFilter
 from pycanal.parse.logevent import LogEventConvert
 from pycanal.store.event import Event
@@ -107,7 +109,7 @@ class ConvertWorker:
         _pipe_size(results_out)
         _preload_for_fork()
         try:
-            self.pid = os.fork()
+            self.pid = _fork()
         except OSError:
             for fd in (jobs_in, jobs_out, results_in, results_out):
                 os.close(fd)
@@ -318,6 +320,31 @@ def _preload_for_fork() -> None:
         import zstandard  # noqa: F401
 
 
+_FORK_LOCK = threading.Lock()  # one fork at a time: the collector's switch below is process-wide
+
+
+def _fork() -> int:
+    """``os.fork()`` whose child never collects what it inherited.
+
+    A garbage cycle of the parent may hold an object whose finalizer takes a lock: collected in
+    the child, it waits for ever on a lock another thread held at the fork (seen: a dropped
+    parser's SQLite schema store, freed in the child's first collection while another
+    destination's thread was inside SQLite's allocator; the destination then delivered nothing).
+    The collector is off across the fork, so neither the fork's own callbacks nor the child's
+    first allocations collect, and the child freezes the inherited heap first of all."""
+    with _FORK_LOCK:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            pid = os.fork()
+            if pid == 0:
+                gc.freeze()
+        finally:
+            if enabled:
+                gc.enable()
+    return pid
+
+
 def _close_fds_but(*keep: int) -> None:
     """Close every file descriptor but ``keep``: a forked worker must not hold the parent's
     sockets and pipes open (a closed connection would stay open, a pipe never end)."""
@@ -355,7 +382,6 @@ def _portable(exc: BaseException) -> BaseException:
 def _serve(jobs: Connection, results: Connection, convert: LogEventConvert, decoder: EventDecoder,
            with_meta: bool) -> None:  # fmt: skip
     """Decode and convert chunks until the pipes close or an event fails."""
-    settle()  # the server's heap, forked along: collections here need not walk it
     known: dict[int, TableMap] = {}
     shipped: deque[TableMap] = deque()
     if with_meta:
