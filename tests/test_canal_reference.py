@@ -168,6 +168,15 @@ def _write_pycanal_conf(
         (root / name / "instance.properties").write_text(_props(instance))
 
 
+def _parser_state(launcher: Any, destination: str) -> str:
+    """What pycanal's parser of ``destination`` did, for a reader that got nothing."""
+    p = launcher.deployer.server.instance(destination).event_parser
+    return (
+        f"pycanal parser: runs={p.runs} received_bytes={p.received_bytes} "
+        f"start={p.last_start_position} last_error={p.last_error!r}"
+    )
+
+
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     from pycanal.deployer.launcher import CanalLauncher
@@ -197,7 +206,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
                     conn = SimpleConnector(address, d)
                     conn.connect()
                     conn.subscribe()  # no filter: the instance's own
-                    logs = canal.logs if side == "canal" else lambda: ""
+                    logs = canal.logs if side == "canal" else lambda d=d: _parser_state(launcher, d)
                     readers[side, d] = Reader(f"{side}/{d}", conn, logs)
             p = Pair(db, canal, launcher, readers)
             p.drain()  # the marker table's own entries
