@@ -6,8 +6,11 @@ them: the reading side decodes what is not in ``UNDECODED`` and checks the rest.
 from __future__ import annotations
 
 import gc
+import os
 import select
+import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ from pycanal.parse.eventfilter import EventFilters, FieldFilter
 from pycanal.parse.filter import TableFilter
 from pycanal.parse.logevent import LogEventConvert
 from pycanal.parse.rawentry import RawEntryConverter
-from pycanal.parse.worker import UNDECODED, ConvertWorker
+from pycanal.parse.worker import UNDECODED, ConvertWorker, ConvertWorkerError
 from pycanal.store.event import Event
 from test_rawentry import ALL_FILES
 
@@ -206,3 +209,31 @@ def test_worker_never_collects_the_heap_it_forked_with(fixtures_dir: Path) -> No
         holder.join()
         gc.enable()
     assert out == expected
+
+
+@pytest.mark.parametrize("how", ["wait", "flush"])
+def test_a_worker_that_stops_answering_is_killed_and_raises(fixtures_dir: Path, how: str) -> None:
+    """A hung worker (here stopped by SIGSTOP) fails the parser's run after ``answer_timeout``
+    instead of holding the destination for ever: through a blocking ``wait`` and through the
+    ``flush`` the parser calls while it polls."""
+    path = fixtures_dir / "rust_mysql_common/mariadb-bin.000001"
+    decoder = EventDecoder(str(path), path.name)
+    worker = ConvertWorker(_convert({}), decoder, with_meta=False, warn=lambda _m: None, answer_timeout=0.5)
+    try:
+        os.kill(worker.pid, signal.SIGSTOP)
+        for pos, raw in _frames(path):
+            worker.feed(raw, pos, None if raw[4] in UNDECODED else decoder.decode(raw, pos))
+        began = time.monotonic()
+        with pytest.raises(ConvertWorkerError, match=f"pid {worker.pid}.* did not answer within"):
+            worker.flush()
+            if how == "wait":
+                worker.wait()
+            else:
+                while time.monotonic() < began + 10:
+                    worker.flush()
+                    time.sleep(0.05)
+        assert 0.4 < time.monotonic() - began < 5
+        with pytest.raises(ProcessLookupError):  # killed and reaped
+            os.kill(worker.pid, 0)
+    finally:
+        worker.close()

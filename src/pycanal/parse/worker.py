@@ -24,14 +24,15 @@ the pipe holds while the worker may be blocked writing its answers (no deadlock)
 answers then. The transaction's frame (GTID, BEGIN, XID events) is converted by the reading
 process (:meth:`ConvertWorker.feed`: its records take their place in the order); the worker only
 sees GTID events when the Headers carry the GTID set (``canal.instance.gtidon``). Errors come
-back in order: the records of the events before a failed event, then
-its error (the same exception type: ``TableIdNotFoundError`` still rewinds the parser). A worker
-that dies raises :class:`ConvertWorkerError`. The worker closes every file descriptor it
-inherited but its pipes and stdio, ignores SIGINT, never collects the heap it inherited
-(:func:`_fork`), and leaves when its pipes close. What it would
-import lazily (sqlglot for DDL, ...) is imported before the fork: a server forks one worker per
-destination from a threaded process, where a module being imported by another thread at the fork
-stays locked in the child (:func:`_preload_for_fork`).
+back in order: the records of the events before a failed event, then its error (the same
+exception type: ``TableIdNotFoundError`` still rewinds the parser). A worker that dies, or leaves
+a chunk unanswered for ``answer_timeout`` (60 s, a second more per MB of the chunk; it is killed
+then), raises :class:`ConvertWorkerError`, and the parser starts again. The worker closes every
+file descriptor it inherited but its pipes and stdio, ignores SIGINT, never collects the heap it
+inherited (:func:`_fork`), and leaves when its pipes close. What it would import lazily (sqlglot
+for DDL, ...) is imported before the fork: a server forks one worker per destination from a
+threaded process, where a module being imported by another thread at the fork stays locked in
+the child (:func:`_preload_for_fork`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ _PICKLE = pickle.HIGHEST_PROTOCOL
 _RESET = -1  # in a chunk's TABLE_MAP list: the worker forgets the shipped TableMaps
 _MAX_KNOWN = 8192  # TableMaps shipped before both sides start over
 _PIPE_SIZE = 1 << 20  # asked for both pipes (Linux F_SETPIPE_SZ; the maximum for users)
+_SECONDS_PER_MB = 1.0  # a chunk's answer may take this much longer per MB of it (one huge event)
 _FRAME = (ev.GtidEvent, ev.XidEvent, ev.QueryEvent)  # QUERY: only BEGIN
 
 # What the reading process leaves undecoded: the events of a transaction's body that carry no
@@ -93,8 +95,10 @@ class ConvertWorker:
         warn: Callable[[str], object],
         chunk_events: int = 512,
         chunk_bytes: int = 256 << 10,
+        answer_timeout: float = 60.0,
     ) -> None:
         self.chunk_events, self.chunk_bytes = chunk_events, chunk_bytes
+        self.answer_timeout = answer_timeout
         self.sent_at = 0.0  # time.monotonic() when the last chunk went
         self.chunks_sent = 0
         self._records = convert.records  # the transaction frames, converted here
@@ -137,7 +141,8 @@ class ConvertWorker:
         self._bytes = 0
         self._known: dict[int, tuple[int, TableMap]] = {}  # id(TableMap) -> (number, TableMap)
         self._numbers = 0
-        self._inflight: deque[tuple[int, list]] = deque()  # each chunk out: its bytes, our records
+        # each chunk out: its bytes, our records, when its answer is overdue (time.monotonic())
+        self._inflight: deque[tuple[int, list, float]] = deque()
         self._held = 0
         self._out: list[Event] = []
         self._error: BaseException | None = None
@@ -191,7 +196,8 @@ class ConvertWorker:
                 self._filter_sent = (f.white, f.black)
                 lists = (f.white.pattern, f.black.pattern)
             msg = pickle.dumps((self._datas, self._positions, self._metas, lists), _PICKLE)
-            chunk = (len(msg), self._owns)
+            due = time.monotonic() + self.answer_timeout + len(msg) / (1 << 20) * _SECONDS_PER_MB
+            chunk = (len(msg), self._owns, due)
             self._datas, self._positions, self._metas, self._owns, self._bytes = [], [], [], [], 0
             # Bytes in the pipe are never more than the unanswered chunks: with room for this
             # one the write cannot block while the worker waits for us to read its answers.
@@ -214,6 +220,8 @@ class ConvertWorker:
                     self._out += records
         while self._inflight and self._results.poll(0):
             self._answer()
+        if self._inflight and time.monotonic() > self._inflight[0][2]:
+            raise self._hung()
 
     def take(self) -> list[Event]:
         """The records answered so far, in order (then, once they are taken, a worker's error)."""
@@ -247,10 +255,12 @@ class ConvertWorker:
     def _answer(self) -> None:
         """Take the oldest chunk's answer: the worker's records with ours (``feed``) in between."""
         try:
+            if not self._results.poll(max(0.0, self._inflight[0][2] - time.monotonic())):
+                raise self._hung()
             records, ends, skipped, warnings, error = pickle.loads(self._results.recv_bytes())
         except (EOFError, OSError) as exc:
             raise self._lost() from exc
-        size, owns = self._inflight.popleft()
+        size, owns, _ = self._inflight.popleft()
         self._held -= size
         record, out = Event.record, self._out
         done = 0  # records of the worker's taken so far
@@ -272,6 +282,17 @@ class ConvertWorker:
             self._error = error
             self._inflight.clear()  # the worker stops at an error: nothing more will come
             self._held = 0
+
+    def _hung(self) -> ConvertWorkerError:
+        """The worker let a chunk's answer go overdue: killed, so that the parser's run ends
+        with an error (and starts again) rather than waiting for ever."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        self._reap(5.0)
+        return ConvertWorkerError(
+            f"the conversion process (pid {self.pid}) did not answer within {self.answer_timeout:.0f} s "
+            f"(+{_SECONDS_PER_MB:.0f} s per MB of the chunk): killed"
+        )
 
     def _lost(self) -> ConvertWorkerError:
         self._reap(1.0)
