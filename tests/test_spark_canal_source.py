@@ -612,11 +612,13 @@ def test_a_stalled_runner_says_so_fetches_again_then_fails(
 def test_the_planners_import_neither_the_runners_nor_the_executors_modules() -> None:
     """Spark imports the source's module in a fresh Python process for each planning step of a
     query's start, one after another: the connector and entry queue (the runner's), the entries'
-    reader and the stage (the executors'), and the snapshot's chunk-file writer (with pandas
-    behind it) load only where they are used."""
+    reader and the stage (the executors'), pyarrow (the schema planner declares a Spark schema),
+    and the snapshot's chunk-file writer (with pandas behind it) load only where they are used."""
     code = (
-        "import sys, pycanal.spark.canal_source\n"
-        "later = ['pycanal.spark.canal_feed', 'pycanal.spark.entry_rows', 'pycanal.spark.stage', 'zstandard']\n"
+        "import sys, pycanal.spark.canal_source as c\n"
+        "c.CanalDataSource({'address': '127.0.0.1:1', 'stage': '/tmp/s', 'snapshot.lake': '/tmp/l'}).schema()\n"
+        "later = ['pycanal.spark.canal_feed', 'pycanal.spark.entry_rows', 'pycanal.spark.stage', 'zstandard',\n"
+        "         'pyarrow']\n"
         "print(','.join(m for m in later if m in sys.modules))\n"
         "import pycanal.spark.snapshot  # the runner's snapshot planning\n"
         "print(','.join(m for m in ('pycanal.spark.chunk_files', 'pandas') if m in sys.modules))"

@@ -6,7 +6,7 @@
           .option("tables", "shop\\..*")             # Canal-style regex filter (optional)
           .load("/var/lib/mysql/binlogs"))           # a file, a directory, a glob, or a list
 
-Rows have ``pycanal.spark.rows.ROW_SCHEMA``. Each file is cut into parts at offsets where
+Rows have ``pycanal.spark.row_schema.ROW_SCHEMA``. Each file is cut into parts at offsets where
 decoding can restart (``pycanal.binlog.parallel.plan_parts``): a file gets one part per
 ``maxPartitionBytes`` (default 64 MiB), and files are cut further until there are at least
 ``minPartitions`` parts (default: the driver's core count, at least 2), so every core works.
@@ -51,7 +51,7 @@ from pycanal.parse.filter import TableFilter
 from pycanal.parse.meta import Position, SchemaHistory
 
 from .event_rows import EventRows
-from .rows import ROW_SCHEMA
+from .row_schema import ROW_SCHEMA
 from .schema import history_from, model_from_ddl
 
 __all__ = ["BinlogDataSource", "BinlogPartition", "plan_partitions"]

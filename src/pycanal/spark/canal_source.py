@@ -7,7 +7,7 @@
                .option("filter", "shop\\..*")
                .load())
 
-Rows have ``pycanal.spark.rows.ROW_SCHEMA``. Options: ``address`` (host:port) or ``zkServers``
+Rows have ``pycanal.spark.row_schema.ROW_SCHEMA``. Options: ``address`` (host:port) or ``zkServers``
 (the ZooKeeper connect string: the server running the destination, as
 :meth:`~pycanal.client.ClusterConnector.running_server` finds it, again at every reconnect),
 ``destination``, ``clientId`` (1001; one query per clientId), ``filter`` (Canal's table regex:
@@ -71,7 +71,7 @@ from pycanal.heap import settle
 from pycanal.parse.filter import TableFilter
 
 from .canal_options import canal_options
-from .rows import ROW_SCHEMA
+from .row_schema import ROW_SCHEMA
 
 # The runner's modules (the connector, the entry queue) and the executors' (the entries' reader,
 # the stage) are imported where they are used: Spark imports this module in a fresh Python

@@ -40,7 +40,8 @@ from pycanal.storage import LakePath, lake_path
 
 from .entry_rows import EntryRows
 from .kafka_order import KAFKA_ROW_SCHEMA, ORDER_COLUMNS, ORDER_SCHEMA, KafkaOrder
-from .rows import ROW_SCHEMA, Builder, RowsError, RowSource, Run, run_batches
+from .row_schema import ROW_SCHEMA
+from .rows import Builder, RowsError, RowSource, Run, run_batches
 from .stage import read_staged, stage_file
 
 __all__ = [

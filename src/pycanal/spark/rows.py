@@ -1,7 +1,7 @@
 """The change row shared by every Spark source: one row per row change or DDL statement, and
 what its builders share.
 
-Columns (``ROW_SCHEMA``, in this order):
+Columns (``row_schema.ROW_SCHEMA`` in Spark, ``ARROW_SCHEMA`` in Arrow, in this order):
 
 * ``op``: INSERT, UPDATE, DELETE, DDL, or READ (a row of the initial snapshot, at the binlog
   position its chunk was read at) and CHUNK (a snapshot chunk's key range, after its READ rows);
@@ -50,7 +50,6 @@ from pycanal.parse.filter import TableFilter
 __all__ = [
     "ARROW_SCHEMA",
     "CHUNK",
-    "ROW_SCHEMA",
     "SNAPSHOT_DDL",
     "Builder",
     "ChangeRow",
@@ -65,11 +64,6 @@ __all__ = [
     "to_record_batch",
 ]
 
-ROW_SCHEMA = (
-    "op STRING, database STRING, `table` STRING, pk STRING, before STRING, after STRING, "
-    "position STRUCT<file: STRING, offset: BIGINT, row: INT, gtid: STRING>, ts TIMESTAMP, "
-    "sql STRING, sql_database STRING"
-)
 POSITION_TYPE = pa.struct(
     [("file", pa.string()), ("offset", pa.int64()), ("row", pa.int32()), ("gtid", pa.string())]
 )

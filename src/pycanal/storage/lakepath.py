@@ -33,15 +33,17 @@ import posixpath
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import pyarrow as pa
 
 from pycanal.common.files import write_atomically
 
 from .errors import StorageError, mask
 from .local import LocalRoot
 from .s3 import S3Root
+
+if TYPE_CHECKING:  # pyarrow is imported by what reads and writes files (see .local)
+    import pyarrow as pa
 
 __all__ = ["LakePath", "StorageError", "lake_path", "mask"]
 

@@ -9,11 +9,12 @@ import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import StorageError, mask
+
+if TYPE_CHECKING:  # imported where files are read and written (see .local)
+    import pyarrow as pa
 
 __all__ = ["S3Root"]
 
@@ -102,6 +103,7 @@ class S3Root:
 
     def _get_buffer(self, key: str) -> pa.Buffer:
         import obstore
+        import pyarrow as pa
 
         return pa.py_buffer(self._call(key, lambda s: obstore.get(s, key).bytes()))
 
@@ -176,10 +178,14 @@ class S3Root:
             return None
 
     def input_file(self, key: str) -> pa.NativeFile:
+        import pyarrow as pa
+
         return pa.BufferReader(self._get_buffer(key))
 
     @contextmanager
     def output_stream(self, key: str) -> Iterator[pa.NativeFile]:
+        import pyarrow as pa
+
         out = pa.BufferOutputStream()
         yield out
         self.write(key, out.getvalue().to_pybytes())
