@@ -167,6 +167,20 @@ def test_disabled_is_plain_tcp_on_every_connection(tls_db: PrivateMariaDB) -> No
 
 
 @pytest.mark.mariadb
+def test_the_snapshots_source_connections_are_plain_tcp(tls_db: PrivateMariaDB) -> None:
+    """The snapshot's PyMySQL connections (its planner's, its executors'), as its connectorx and
+    binlog-window reads: no TLS where the server offers it (PyMySQL >= 2.2 alone would try it)."""
+    from pycanal.snapshot.reader import connect
+
+    with (
+        connect(tls_db.host, tls_db.port, tls_db.repl_user, tls_db.repl_password) as conn,
+        conn.cursor() as cur,
+    ):
+        cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        assert cur.fetchone()[1] == ""
+
+
+@pytest.mark.mariadb
 def test_preferred_uses_tls_where_offered(tls_db: PrivateMariaDB, mariadb: PrivateMariaDB) -> None:
     ctx = TlsSettings("PREFERRED").context
     for db, encrypted in ((tls_db, True), (mariadb, False)):
