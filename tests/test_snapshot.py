@@ -277,7 +277,7 @@ def test_an_executor_keeps_its_source_connection_and_replaces_a_broken_one(db):
     """``format('canal')``'s chunk reads share one connection per Python worker: kept after a read,
     replaced when the source killed it, closed (not kept) when a read failed."""
     from pycanal.spark.canal_options import snapshot_options
-    from pycanal.spark.snapshot import _source
+    from pycanal.spark.snapshot_read import _source
 
     p = db.repl_params()
     opts = snapshot_options(

@@ -613,7 +613,8 @@ def test_the_planners_import_neither_the_runners_nor_the_executors_modules() -> 
     """Spark imports the source's module in a fresh Python process for each planning step of a
     query's start, one after another: the connector and entry queue (the runner's), the entries'
     reader and the stage (the executors'), pyarrow (the schema planner declares a Spark schema),
-    and the snapshot's chunk-file writer (with pandas behind it) load only where they are used."""
+    and the snapshot's executor side (its binlog window, the stage, the chunk-file writer with
+    pandas behind it) load only where they are used."""
     code = (
         "import sys, pycanal.spark.canal_source as c\n"
         "c.CanalDataSource({'address': '127.0.0.1:1', 'stage': '/tmp/s', 'snapshot.lake': '/tmp/l'}).schema()\n"
@@ -621,7 +622,9 @@ def test_the_planners_import_neither_the_runners_nor_the_executors_modules() -> 
         "         'pyarrow']\n"
         "print(','.join(m for m in later if m in sys.modules))\n"
         "import pycanal.spark.snapshot  # the runner's snapshot planning\n"
-        "print(','.join(m for m in ('pycanal.spark.chunk_files', 'pandas') if m in sys.modules))"
+        "executors = ('pycanal.spark.snapshot_read', 'pycanal.snapshot.window', 'pycanal.spark.stage',\n"
+        "             'pycanal.spark.chunk_files', 'pandas')\n"
+        "print(','.join(m for m in executors if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["", ""]

@@ -264,7 +264,9 @@ class CanalStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, CanalPartition):
             assert self.opts.snapshot is not None
-            yield from _snapshot().read_snapshot_partition(self.opts.snapshot, partition, self.opts.stage)
+            from .snapshot_read import read_snapshot_partition
+
+            yield from read_snapshot_partition(self.opts.snapshot, partition, self.opts.stage)
         else:
             from .entry_rows import EntryRows
             from .stage import stage_rows

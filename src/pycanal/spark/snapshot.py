@@ -1,4 +1,5 @@
-"""``format("canal")``'s initial snapshot: chunks planned in the runner, read in executors.
+"""``format("canal")``'s initial snapshot: chunks planned in the runner, read in executors
+(:mod:`pycanal.spark.snapshot_read`).
 
 Options: ``snapshot`` (``initial``: the existing rows of the filter's tables first, when the query
 starts from no checkpoint; ``never``, the default), ``source`` (HOST:PORT of the MySQL/MariaDB),
@@ -34,39 +35,23 @@ import base64
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pymysql
 from pyspark.sql.datasource import InputPartition
 
 from pycanal.parse.filter import TableFilter
-from pycanal.snapshot import (
-    SourceTable,
-    describe,
-    list_tables,
-    read_chunk,
-    read_schema,
-)
-from pycanal.snapshot.chunks import Chunk, EvenRanges, even_ranges, next_upper
-from pycanal.snapshot.reader import ChunkRead, connect, show_create
-from pycanal.snapshot.window import ChunkColumns, Source, read_chunk_window
+from pycanal.snapshot import SourceTable, describe, list_tables
+from pycanal.snapshot.chunks import EvenRanges, even_ranges, next_upper
+from pycanal.snapshot.reader import connect
 from pycanal.storage import LakePath, lake_path
 
 from .canal_options import SIGNALS_MARK, SnapshotOptions
-from .rows import RowPosition
-from .snapshot_rows import SnapshotRows
-from .stage import stage_rows
 
 __all__ = [
     "SnapshotPartition",
     "SnapshotPlanner",
     "commit_signals",
-    "read_snapshot_partition",
     "request_snapshot",
     "snap_after",
     "snapshot_partitions",
@@ -164,14 +149,14 @@ def commit_signals(opts: SnapshotOptions, end: dict[str, Any]) -> None:
         (opts.signals / name).unlink()
 
 
-# Key values in offsets: JSON-able (a bytes value as {"b64": ...}).
-def _encode(key: tuple | None) -> list | None:
+# Key values in offsets: JSON-able (a bytes value as {"b64": ...}); the executors decode a chunk's.
+def encode_key(key: tuple | None) -> list | None:
     if key is None:
         return None
     return [{"b64": base64.b64encode(v).decode()} if isinstance(v, bytes | bytearray) else v for v in key]
 
 
-def _decode(key: list | None) -> tuple | None:
+def decode_key(key: list | None) -> tuple | None:
     if key is None:
         return None
     return tuple(base64.b64decode(v["b64"]) if isinstance(v, dict) else v for v in key)
@@ -208,7 +193,7 @@ class SnapshotPlanner:
         """The state after the next micro-batch's chunks (its ``read``), None when the snapshot
         has nothing left to read."""
         left = [tuple(t) for t in state["left"]]
-        lower = _decode(state.get("lower"))
+        lower = decode_key(state.get("lower"))
         read: list[list] = []
         while left and len(read) < self.opts.parallelism:
             schema, name = left[0]
@@ -218,7 +203,7 @@ class SnapshotPlanner:
             table = self._table(schema, name)
             upper = self._upper(table, lower) if table is not None else None
             if table is not None:
-                read.append([schema, name, _encode(lower), _encode(upper)])
+                read.append([schema, name, encode_key(lower), encode_key(upper)])
             if upper is None:
                 left.pop(0)
                 lower = None
@@ -226,7 +211,7 @@ class SnapshotPlanner:
                 lower = upper
         if not read:
             return None
-        return {"left": [list(t) for t in left], "lower": _encode(lower), "read": read}
+        return {"left": [list(t) for t in left], "lower": encode_key(lower), "read": read}
 
     def _table(self, schema: str, name: str) -> SourceTable | None:
         t = self._tables.get((schema, name))
@@ -264,89 +249,3 @@ def snapshot_partitions(start: dict[str, Any], end: dict[str, Any], first: int) 
     if "schema" in snap:
         return [SnapshotPartition(first, schema=snap["schema"])]
     return [SnapshotPartition(first + i, chunk=c, slot=i) for i, c in enumerate(snap.get("read", []))]
-
-
-def read_snapshot_partition(
-    opts: SnapshotOptions, partition: SnapshotPartition, stage: LakePath | None
-) -> Iterator[pa.RecordBatch]:
-    """The partition's change rows: a chunk's READ rows (its ``STAGED`` row with a ``stage``), or
-    the tables' CREATE TABLE rows."""
-    with _source(opts) as conn:
-        if partition.schema is not None:
-            schema_read = read_schema(conn, [(s, t) for s, t in partition.schema])
-        else:
-            assert partition.chunk is not None
-            schema, name, lower, upper = partition.chunk
-            chunk = Chunk(schema, name, _decode(lower), _decode(upper))
-            table = describe(conn, schema, name)
-            read: ChunkRead | ChunkColumns
-            if opts.reader == "connectorx" and table.key:
-                source = Source(opts.host, opts.port, opts.user, opts.password)
-                server_id = opts.server_ids[partition.slot % len(opts.server_ids)]
-                read = read_chunk_window(conn, source, table, chunk, server_id)
-            else:  # a table without a key has no keys to reconcile: one consistent snapshot
-                read = read_chunk(conn, table, chunk)
-            # the typing of its chunk's file, which the driver takes where its model types alike
-            create = None
-            if opts.lake is not None and table.key:
-                with conn.cursor() as cur:
-                    create = show_create(cur, schema, name)
-    if partition.schema is not None:
-        yield from SnapshotRows().batches([schema_read])
-        return
-    batches = SnapshotRows().batches([read], chunk_file=_chunk_file(opts, create))
-    if stage is None:
-        yield from batches
-        return
-    at = RowPosition(read.file, read.pos, 0, None)
-    staged = stage_rows(
-        stage, batches, read.table.schema, read.table.name, at, datetime.fromtimestamp(read.seconds, UTC)
-    )
-    if staged is not None:
-        yield staged
-
-
-def _chunk_file(opts: SnapshotOptions, create: str | None) -> Any:
-    """``SnapshotRows.batches``' ``chunk_file`` for a chunk of the table ``create`` declares."""
-    if opts.lake is None or create is None:
-        return None
-    # Imported here: with the current-state writer it pulls in (cow, merge_source: deltalake, and
-    # pandas through pyarrow's first scalar) it took 0.24 s of the 0.31 s of CPU this module's
-    # import cost the query's runner, which plans chunks and writes none, before its first offset.
-    from .chunk_files import write_chunk_file
-
-    lake = opts.lake
-    return lambda read, afters: write_chunk_file(lake, read, create, afters)
-
-
-_conn: tuple[SnapshotOptions, Any] | None = None  # this process's source connection
-
-
-@contextmanager
-def _source(opts: SnapshotOptions) -> Iterator[Any]:
-    """A connection to the source, kept for the process's next chunk (Spark reuses its Python
-    workers; a connection costs more CPU than a 50k-row chunk's SELECT). One that failed is closed."""
-    global _conn
-    conn = _conn[1] if _conn is not None and _conn[0] == opts else None
-    _conn = None
-    if conn is not None:
-        try:
-            conn.ping(reconnect=False)
-        except pymysql.err.MySQLError:
-            _close(conn)
-            conn = None
-    if conn is None:
-        conn = connect(opts.host, opts.port, opts.user, opts.password)
-    try:
-        yield conn
-    except BaseException:
-        _close(conn)
-        raise
-    _conn = (opts, conn)
-
-
-def _close(conn: Any) -> None:
-    try:
-        conn.close()
-    except pymysql.err.Error:
-        pass  # closed already
