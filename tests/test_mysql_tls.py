@@ -215,3 +215,40 @@ def test_a_ca_that_did_not_sign_the_server_fails_and_a_bad_store_stops_the_deplo
         "type: Canal's default JKS): pycanal reads PKCS12 or PEM keystores (convert it: keytool -importkeystore "
         "-deststoretype PKCS12)"
     )
+
+
+@pytest.mark.mariadb
+def test_a_snapshot_chunk_reads_over_tls_on_every_connection(tls_db: PrivateMariaDB, certs: Certs) -> None:
+    """``sourceSslMode``: a chunk's PyMySQL connection, connectorx's read and the binlog window's
+    replica all use TLS; an account that requires it reads the chunk and its window in REQUIRED
+    and VERIFY_CA (the test CA), and cannot connect in the default DISABLED."""
+    from pycanal.snapshot import describe
+    from pycanal.snapshot.chunks import Chunk
+    from pycanal.snapshot.reader import Source
+    from pycanal.snapshot.window import changed_keys, read_chunk_window
+
+    tls_db.execute("CREATE TABLE pycanal.tls_snap (id INT PRIMARY KEY, v VARCHAR(20))")
+    tls_db.execute("INSERT INTO pycanal.tls_snap VALUES " + ", ".join(f"({i}, 'v{i}')" for i in range(50)))
+    for mode, ca in (("REQUIRED", ""), ("VERIFY_CA", str(certs.ca))):
+        source = Source(tls_db.host, tls_db.port, "tlsrepl", "pw", mode, ca)
+        with source.connect() as conn:
+            table = describe(conn, "pycanal", "tls_snap")
+            read = read_chunk_window(conn, source, table, Chunk("pycanal", "tls_snap", None, None), 5400)
+        assert read.num_rows == 50, mode
+        low = tls_db.current_binlog()  # the window's replica: only where the binlog moved
+        tls_db.execute("UPDATE pycanal.tls_snap SET v = %s WHERE id = 7", (mode,))
+        assert changed_keys(source, 5401, table, low, tls_db.current_binlog()) == {(7,)}, mode
+    with pytest.raises(Exception, match="Access denied"):
+        Source(tls_db.host, tls_db.port, "tlsrepl", "pw").connect()
+
+
+def test_the_snapshot_tls_options_are_checked(tmp_path: Path) -> None:
+    from pycanal.spark.canal_options import OptionError, snapshot_options
+
+    base = {"snapshot": "initial", "source": "127.0.0.1:3306", "filter": "db\\..*"}
+    assert snapshot_options(base).source.tls.mode == "DISABLED"
+    assert snapshot_options(base | {"sourcesslmode": "verify_ca"}).ssl_mode == "VERIFY_CA"
+    with pytest.raises(OptionError, match="option sourceSslMode 'SOMETIMES': must be one of DISABLED"):
+        snapshot_options(base | {"sourcesslmode": "SOMETIMES"})
+    with pytest.raises(OptionError, match="option sourceSslCa .*: is not a file"):
+        snapshot_options(base | {"sourcesslca": str(tmp_path / "none.pem")})

@@ -25,8 +25,8 @@ from pycanal.parse.filter import TableFilter
 from pycanal.protocol.position import binlog_file_order
 from pycanal.snapshot import describe, list_tables, plan_chunks, read_chunk, read_schema
 from pycanal.snapshot.chunks import Chunk
-from pycanal.snapshot.reader import SnapshotError, connect
-from pycanal.snapshot.window import ChunkColumns, Source, changed_keys, read_chunk_window
+from pycanal.snapshot.reader import SnapshotError, Source, connect
+from pycanal.snapshot.window import ChunkColumns, changed_keys, read_chunk_window
 from pycanal.spark.event_rows import EventRows
 from pycanal.spark.rows import to_record_batch
 from pycanal.spark.snapshot_rows import SnapshotRows

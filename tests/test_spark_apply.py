@@ -940,8 +940,8 @@ def test_all_types_chunk_files_equal_the_source(
     (``chunk_files``: integers and texts straight from connectorx's arrays, the other columns from
     the chunk's images): the driver commits them as they are, and the lake holds the source's values."""
     from pycanal.snapshot import describe, plan_chunks, read_chunk, read_schema
-    from pycanal.snapshot.reader import connect
-    from pycanal.snapshot.window import Source, read_chunk_window
+    from pycanal.snapshot.reader import Source, connect
+    from pycanal.snapshot.window import read_chunk_window
     from pycanal.spark.chunk_files import write_chunk_file
     from pycanal.spark.snapshot_rows import SnapshotRows
     from pycanal.storage import lake_path

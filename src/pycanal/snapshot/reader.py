@@ -12,18 +12,20 @@ is then byte-identical to one built from an INSERT of the same row.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+from urllib.parse import quote as url_quote
 
 import pymysql
 import pymysql.converters
 import pymysql.cursors
 
 from pycanal.binlog.values import float32
-from pycanal.mysql.tls import pymysql_tls
+from pycanal.mysql.tls import TlsSettings, pymysql_tls
 
 from .chunks import INTEGER_TYPES, Chunk, chunk_where
 from .tables import SourceColumn, SourceTable, quote, text
@@ -71,10 +73,53 @@ class SchemaRead:
     creates: list[tuple[str, str, str]]
 
 
-def connect(host: str, port: int, user: str, password: str, **kwargs: Any) -> pymysql.connections.Connection:
-    """A connection for snapshot reads: raw values, the session in UTC, no TLS, as the snapshot's
-    connectorx and binlog-window connections (PyMySQL >= 2.2 would try TLS on its own, building
-    a context per connection: 27 ms of a Spark runner's start-up, py-spy)."""
+@dataclass(frozen=True)
+class Source:
+    """The source and the account (SELECT, REPLICATION SLAVE, REPLICATION CLIENT / BINLOG MONITOR);
+    ``ssl_mode`` (Canal's ``sslMode`` names) and ``ssl_ca`` (a PEM file of the CAs that
+    ``VERIFY_CA``/``VERIFY_IDENTITY`` check against; the system's without it) hold for each of the
+    chunk's connections: connectorx's read, the binlog window's replica, PyMySQL's."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    ssl_mode: str = "DISABLED"
+    ssl_ca: str = ""
+
+    @property
+    def tls(self) -> TlsSettings:
+        return source_tls(self.ssl_mode, self.ssl_ca)
+
+    def connect(self, **kwargs: Any) -> pymysql.connections.Connection:
+        """:func:`connect` to this source."""
+        return connect(self.host, self.port, self.user, self.password, self.tls, **kwargs)
+
+    def url(self, schema: str) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        auth = f"{url_quote(self.user, safe='')}:{url_quote(self.password, safe='')}"
+        url = f"mysql://{auth}@{host}:{self.port}/{url_quote(schema, safe='')}"
+        if self.tls.enabled:  # connectorx's own parameters (its TLS is rustls')
+            url += f"?ssl-mode={self.tls.mode}"
+            if self.ssl_ca:
+                url += f"&ssl-ca={url_quote(self.ssl_ca, safe='/')}"
+        return url
+
+
+@functools.lru_cache(maxsize=16)
+def source_tls(mode: str, ca: str) -> TlsSettings:
+    """The TLS settings of a snapshot's source, one per process and setting: its context (~15 ms
+    to build) serves every connection."""
+    return TlsSettings(mode, trust_store_url=ca, trust_store_type="PEM" if ca else "", prefix="source ")
+
+
+def connect(
+    host: str, port: int, user: str, password: str, tls: TlsSettings | None = None, **kwargs: Any
+) -> pymysql.connections.Connection:
+    """A connection for snapshot reads: raw values, the session in UTC; TLS as ``tls`` says, as
+    for the snapshot's connectorx and binlog-window connections (none without it: PyMySQL >= 2.2
+    would try TLS on its own, building a context per connection, 27 ms of a Spark runner's
+    start-up in py-spy)."""
     return pymysql.connect(
         host=host,
         port=port,
@@ -84,7 +129,7 @@ def connect(host: str, port: int, user: str, password: str, **kwargs: Any) -> py
         conv=_ENCODERS,
         autocommit=True,
         init_command="SET SESSION time_zone = '+00:00'",
-        **(pymysql_tls(None) | kwargs),
+        **(pymysql_tls(tls.context if tls else None, tls.preferred if tls else False) | kwargs),
     )
 
 

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
-from urllib.parse import quote as url_quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,27 +50,20 @@ from pycanal.parse.meta.history import SchemaHistory
 from pycanal.protocol.position import binlog_file_order
 
 from .chunks import INTEGER_TYPES, Chunk, chunk_where
-from .reader import BINARY_TYPES, GEOMETRY_TYPES, TEXT_TYPES, SnapshotError, set_labels, snapshot_position
+from .reader import (
+    BINARY_TYPES,
+    GEOMETRY_TYPES,
+    TEXT_TYPES,
+    SnapshotError,
+    Source,
+    set_labels,
+    snapshot_position,
+)
 from .tables import SourceColumn, SourceTable, quote, text
 
 __all__ = ["ChunkColumns", "Source", "changed_keys", "read_chunk_window", "select_list"]
 
 _RETRIES = 3  # reads whose window holds a DDL on the table, before giving up
-
-
-@dataclass(frozen=True)
-class Source:
-    """The source and the account (SELECT, REPLICATION SLAVE, REPLICATION CLIENT / BINLOG MONITOR)."""
-
-    host: str
-    port: int
-    user: str
-    password: str
-
-    def url(self, schema: str) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        auth = f"{url_quote(self.user, safe='')}:{url_quote(self.password, safe='')}"
-        return f"mysql://{auth}@{host}:{self.port}/{url_quote(schema, safe='')}"
 
 
 @dataclass(frozen=True)
@@ -259,6 +251,8 @@ def changed_keys(
         decoder=EventDecoder(f"{source.host}:{source.port}", table_meta=complete),
         kill_on_close=False,  # a non-blocking dump ends by itself at the binlog's end
         annotate_rows=False,
+        ssl=source.tls.context,
+        tls_preferred=source.tls.preferred,
     )
     keys: set[tuple] = set()
     name = table.name.lower()

@@ -6,13 +6,18 @@ the options of a pipeline that reads Canal's topics through Spark's Kafka source
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pycanal.config.schema import parse_address
+from pycanal.mysql.tls import SSL_MODES
 from pycanal.parse.filter import TableFilter
 from pycanal.storage import LakePath, lake_path
+
+if TYPE_CHECKING:
+    from pycanal.snapshot.reader import Source
 
 __all__ = [
     "KAFKA_RECORDS_PER_BATCH",
@@ -57,6 +62,14 @@ class SnapshotOptions(NamedTuple):
     reader: str  # connectorx (a chunk's binlog window read by the executor) or pymysql
     server_ids: range  # the window reads' replica ids, one per chunk of a micro-batch
     lake: LakePath | None = None  # where executors write a chunk's current-state data file (``chunk_files``)
+    ssl_mode: str = "DISABLED"  # TLS to the source, Canal's sslMode names, on every snapshot connection
+    ssl_ca: str = ""  # a PEM file of the CAs VERIFY_CA / VERIFY_IDENTITY check (default: the system's)
+
+    @property
+    def source(self) -> Source:
+        from pycanal.snapshot.reader import Source  # PyMySQL: not for the schema planner
+
+        return Source(self.host, self.port, self.user, self.password, self.ssl_mode, self.ssl_ca)
 
 
 class CanalOptions(NamedTuple):
@@ -90,6 +103,8 @@ _SNAPSHOT_ONLY = (
     "snapshotReader",
     "snapshotServerIds",
     "snapshotLake",
+    "sourceSslMode",
+    "sourceSslCa",
 )
 
 
@@ -174,6 +189,12 @@ def snapshot_options(options: dict[str, str]) -> SnapshotOptions | None:
             f"{len(server_ids)} ids, fewer than {{snapshotParallelism}} ({parallelism}): each chunk of a "
             "micro-batch reads its binlog window as a replica of its own",
         )
+    ssl_mode = options.get("sourcesslmode", "DISABLED").strip().upper()
+    if ssl_mode not in SSL_MODES:
+        raise OptionError("sourceSslMode", options["sourcesslmode"], f"must be one of {', '.join(SSL_MODES)}")
+    ssl_ca = options.get("sourcesslca", "")
+    if ssl_ca and not os.path.isfile(ssl_ca):
+        raise OptionError("sourceSslCa", ssl_ca, "is not a file (a PEM file of CA certificates)")
     signals, lake = options.get("snapshotsignals"), options.get("snapshotlake")
     return SnapshotOptions(
         *at,
@@ -186,6 +207,8 @@ def snapshot_options(options: dict[str, str]) -> SnapshotOptions | None:
         reader,
         server_ids,
         lake_path(lake) if lake else None,
+        ssl_mode,
+        ssl_ca,
     )
 
 

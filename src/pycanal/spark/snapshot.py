@@ -43,7 +43,6 @@ from pyspark.sql.datasource import InputPartition
 from pycanal.parse.filter import TableFilter
 from pycanal.snapshot import SourceTable, describe, list_tables
 from pycanal.snapshot.chunks import EvenRanges, even_ranges, next_upper
-from pycanal.snapshot.reader import connect
 from pycanal.storage import LakePath, lake_path
 
 from .canal_options import SIGNALS_MARK, SnapshotOptions
@@ -175,7 +174,7 @@ class SnapshotPlanner:
     def _connection(self) -> Any:
         if self._conn is None:
             o = self.opts
-            self._conn = connect(o.host, o.port, o.user, o.password)
+            self._conn = o.source.connect()
         return self._conn
 
     def close(self) -> None:

@@ -17,8 +17,8 @@ import pymysql
 
 from pycanal.snapshot import describe, read_chunk, read_schema
 from pycanal.snapshot.chunks import Chunk
-from pycanal.snapshot.reader import ChunkRead, connect, show_create
-from pycanal.snapshot.window import ChunkColumns, Source, read_chunk_window
+from pycanal.snapshot.reader import ChunkRead, show_create
+from pycanal.snapshot.window import ChunkColumns, read_chunk_window
 from pycanal.storage import LakePath
 
 from .canal_options import SnapshotOptions
@@ -45,7 +45,7 @@ def read_snapshot_partition(
             table = describe(conn, schema, name)
             read: ChunkRead | ChunkColumns
             if opts.reader == "connectorx" and table.key:
-                source = Source(opts.host, opts.port, opts.user, opts.password)
+                source = opts.source
                 server_id = opts.server_ids[partition.slot % len(opts.server_ids)]
                 read = read_chunk_window(conn, source, table, chunk, server_id)
             else:  # a table without a key has no keys to reconcile: one consistent snapshot
@@ -100,7 +100,7 @@ def _source(opts: SnapshotOptions) -> Iterator[Any]:
             _close(conn)
             conn = None
     if conn is None:
-        conn = connect(opts.host, opts.port, opts.user, opts.password)
+        conn = opts.source.connect()
     try:
         yield conn
     except BaseException:
