@@ -280,6 +280,13 @@ CASES: list[tuple[list[str], str, int]] = [
         "--snapshot-server-ids '9-1': expected LOW-HIGH",
         2,
     ),
+    ([*SNAPSHOT, "--source-ssl-mode", "maybe"], "--source-ssl-mode 'maybe': must be one of DISABLED,", 2),
+    ([*SNAPSHOT, "--source-ssl-ca", "{tmp}/none.pem"], "--source-ssl-ca '", 2),
+    (
+        ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--source-ssl-mode", "REQUIRED"],
+        "--source-ssl-mode: needs --source",
+        2,
+    ),
     (["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--trigger", "1 s"], "--trigger '1 s'", 2),
     (
         ["pipeline", "--lake", "{tmp}/lake", "--address", REFUSED, "--trigger", "2 min"],

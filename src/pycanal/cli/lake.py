@@ -109,6 +109,20 @@ def pipeline(
         str, typer.Option("--source-user", help="Its user (SELECT, REPLICATION CLIENT).")
     ] = "",
     source_password: Annotated[str, typer.Option("--source-password", help="Its password.")] = "",
+    source_ssl_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--source-ssl-mode",
+            help="TLS to it: DISABLED (default), PREFERRED, REQUIRED, VERIFY_CA, VERIFY_IDENTITY.",
+        ),
+    ] = None,
+    source_ssl_ca: Annotated[
+        str | None,
+        typer.Option(
+            "--source-ssl-ca",
+            help="A PEM file of the CAs VERIFY_CA/VERIFY_IDENTITY check (default: the system's).",
+        ),
+    ] = None,
     snapshot_chunk_rows: Annotated[
         int | None, typer.Option("--snapshot-chunk-rows", help="Rows per snapshot chunk (50000).")
     ] = None,
@@ -143,6 +157,7 @@ def pipeline(
         "address": address or None, "zk_servers": zk_servers or None, "destination": destination,
         "client_id": client_id, "filter": filter_regex, "stall_timeout": stall_timeout, "snapshot": snapshot,
         "source": source, "source_user": source_user, "source_password": source_password,
+        "source_ssl_mode": source_ssl_mode, "source_ssl_ca": source_ssl_ca,
         "snapshot_chunk_rows": snapshot_chunk_rows, "snapshot_parallelism": snapshot_parallelism,
         "snapshot_reader": snapshot_reader, "snapshot_server_ids": snapshot_server_ids, "kafka": kafka,
         "topic": topic, "topic_pattern": topic_pattern,

@@ -92,6 +92,8 @@ def source_options(
     source: str = "",
     source_user: str = "",
     source_password: str = "",
+    source_ssl_mode: str | None = None,
+    source_ssl_ca: str | None = None,
     snapshot_chunk_rows: int | None = None,
     snapshot_parallelism: int | None = None,
     snapshot_reader: str | None = None,
@@ -107,7 +109,7 @@ def source_options(
     and ``batchBytes``, entries and bytes per micro-batch; ``stage``: the executors hand the rows
     to the driver as files in the lake's stage, not through Spark; ``snapshot`` ``"initial"``: the
     existing rows of the filter's tables first, read from ``source`` (HOST:PORT) as
-    ``source_user``, see ``pycanal.spark.snapshot`` (``snapshot_reader``,
+    ``source_user`` (TLS: ``source_ssl_mode``, ``source_ssl_ca``), see ``pycanal.spark.snapshot`` (``snapshot_reader``,
     ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``;
     ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts);
     with a ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``.
@@ -120,7 +122,8 @@ def source_options(
                  "batchSize": batch_size, "batchBytes": batch_bytes, "snapshot": snapshot != "never",
                  "source": source, "snapshotChunkRows": snapshot_chunk_rows,
                  "snapshotParallelism": snapshot_parallelism, "snapshotReader": snapshot_reader,
-                 "snapshotServerIds": snapshot_server_ids}  # fmt: skip
+                 "snapshotServerIds": snapshot_server_ids, "sourceSslMode": source_ssl_mode,
+                 "sourceSslCa": source_ssl_ca}  # fmt: skip
         name = next((n for n, v in given.items() if v), None)
         if name is not None:
             raise OptionError(name, None, "a server's option: {kafka} reads Canal's topics instead")
@@ -143,6 +146,7 @@ def source_options(
         "zkServers": zk_servers or None, "batchSize": batch_size or None, "batchBytes": batch_bytes or None,
         "stallTimeout": stall_timeout, "stage": stage_dir(lake) if stage else None, "snapshot": snapshot,
         "source": source or None, "sourceUser": source_user or None, "sourcePassword": source_password or None,
+        "sourceSslMode": source_ssl_mode, "sourceSslCa": source_ssl_ca,
         "snapshotSignals": snapshot_requests(lake) if source else None, "snapshotLake": lake if source else None,
         "snapshotChunkRows": snapshot_chunk_rows, "snapshotParallelism": snapshot_parallelism,
         "snapshotReader": snapshot_reader, "snapshotServerIds": snapshot_server_ids,
