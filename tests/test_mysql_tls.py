@@ -252,3 +252,25 @@ def test_the_snapshot_tls_options_are_checked(tmp_path: Path) -> None:
         snapshot_options(base | {"sourcesslmode": "SOMETIMES"})
     with pytest.raises(OptionError, match="option sourceSslCa .*: is not a file"):
         snapshot_options(base | {"sourcesslca": str(tmp_path / "none.pem")})
+
+
+@pytest.mark.mariadb
+def test_closing_a_tls_dump_from_another_thread_wakes_its_reader(tls_db: PrivateMariaDB) -> None:
+    """``close()`` from another thread (a parser's stop) ends a reader blocked on a TLS dump at
+    once. It closed the socket under the reader, whose next poll() could land on the same file
+    descriptor reused by the dump's kill connection: 2 stops in 5 waited ~24 s (the read timeout)."""
+    import threading
+    import time
+
+    for trial in range(10):
+        conn = ReplicaConnection(tls_db.host, tls_db.port, "tlsrepl", "pw", server_id=7700 + trial,
+                                 ssl=True, read_timeout=25)  # fmt: skip
+        conn.connect()
+        conn.dump(*tls_db.current_binlog())
+        reader = threading.Thread(target=lambda c=conn: [None for _ in c.frames()])
+        reader.start()
+        time.sleep(0.2 + 0.03 * trial)
+        began = time.monotonic()
+        conn.close()
+        reader.join(10)
+        assert not reader.is_alive() and time.monotonic() - began < 5, f"trial {trial}"

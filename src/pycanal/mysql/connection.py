@@ -22,6 +22,7 @@ import select
 import socket
 import ssl as _ssl
 import struct
+import threading
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +144,10 @@ class ReplicaConnection:
         self.dumping = False
         self.end_of_stream = False
         self._closing = False
+        # A socket is closed only where no thread is blocked on it (see _close_socket).
+        self._sock_lock = threading.Lock()
+        self._waiting = 0  # threads inside recv or select on the socket
+        self._orphan: socket.socket | None = None  # shut down, closed by the last such thread
         self.session_ready = False
         self.registered = False
         self.dump_flags = 0
@@ -263,13 +268,39 @@ class ReplicaConnection:
                     control.kill_connection(ctl, self.handshake.connection_id)
 
     def _close_socket(self) -> None:
-        sock, self._sock = self._sock, None
-        self.dumping = False
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        """Shut the socket down, which wakes a thread blocked reading it, and close it; if a
+        thread is blocked on it, that thread closes it when it wakes. Closed under a reader, its
+        file descriptor could be reused by the next socket the process opens (the dump's kill
+        connection, right after) while the reader goes back to poll(): it then waited on that
+        socket until its read timeout (seen over TLS: 24 s of a stop)."""
+        with self._sock_lock:
+            sock, self._sock = self._sock, None
+            self.dumping = False
+            if sock is None:
+                return
+            blocked = self._waiting > 0
+            if blocked:
+                self._orphan = sock
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        if not blocked:
             with contextlib.suppress(OSError):
                 sock.close()
+
+    def _hold(self) -> socket.socket | None:
+        """The socket, held open for a blocking call on it until :meth:`_release`."""
+        with self._sock_lock:
+            self._waiting += 1
+            return self._sock
+
+    def _release(self) -> None:
+        with self._sock_lock:
+            self._waiting -= 1
+            orphan = self._orphan if self._waiting == 0 else None
+            self._orphan = None if orphan is not None else self._orphan
+        if orphan is not None:
+            with contextlib.suppress(OSError):
+                orphan.close()
 
     def control_params(self) -> dict[str, Any]:
         """``pymysql.connect`` keyword arguments for a control connection with the same account."""
@@ -306,27 +337,30 @@ class ReplicaConnection:
 
     def _recv(self, timeout: float | None) -> None:
         """One recv into the reader's buffer, for at least the bytes the next packet still needs."""
-        sock = self._sock
-        if sock is None:
-            if self._closing:
-                raise _ClosedLocally
-            raise ConnectionLostError("not connected")
-        reader = self._reader
-        view = reader.write_buffer(max(reader.needed(), 1))
+        sock = self._hold()
         try:
-            sock.settimeout(timeout)
-            n = sock.recv_into(view)
-        except TimeoutError:
-            raise ReplicaTimeoutError(
-                f"no data from {self.host}:{self.port} for {timeout} s: the source looks dead"
-            ) from None
-        except (OSError, _ssl.SSLError) as exc:
-            self._close_socket()
-            if self._closing:
-                raise _ClosedLocally from None
-            raise ConnectionLostError(f"connection to {self.host}:{self.port} failed: {exc}") from exc
+            if sock is None:
+                if self._closing:
+                    raise _ClosedLocally
+                raise ConnectionLostError("not connected")
+            reader = self._reader
+            view = reader.write_buffer(max(reader.needed(), 1))
+            try:
+                sock.settimeout(timeout)
+                n = sock.recv_into(view)
+            except TimeoutError:
+                raise ReplicaTimeoutError(
+                    f"no data from {self.host}:{self.port} for {timeout} s: the source looks dead"
+                ) from None
+            except (OSError, _ssl.SSLError) as exc:
+                self._close_socket()
+                if self._closing:
+                    raise _ClosedLocally from None
+                raise ConnectionLostError(f"connection to {self.host}:{self.port} failed: {exc}") from exc
+            finally:
+                del view
         finally:
-            del view
+            self._release()
         if n == 0:
             self._close_socket()
             if self._closing:
@@ -530,13 +564,18 @@ class ReplicaConnection:
     def wait_readable(self, other: int, timeout: float | None) -> bool:
         """Wait until the stream has bytes to read (True) or the file descriptor ``other`` is
         readable (False, also on timeout)."""
-        sock = self._sock
-        if sock is None:
-            return True  # the next read reports the closed connection
-        if isinstance(sock, _ssl.SSLSocket) and sock.pending():
-            return True
-        readable, _, _ = select.select([sock, other], [], [], timeout)
-        return sock in readable
+        sock = self._hold()
+        try:
+            if sock is None:
+                return True  # the next read reports the closed connection
+            if isinstance(sock, _ssl.SSLSocket) and sock.pending():
+                return True
+            readable, _, _ = select.select([sock, other], [], [], timeout)
+            return sock in readable
+        except (OSError, ValueError):
+            return True  # closed meanwhile: the next read reports it
+        finally:
+            self._release()
 
     def _stream_end(self, head: int, body: bytes) -> None:
         if head == 0xFF:
