@@ -296,8 +296,9 @@ class ReplicaConnection:
     def _release(self) -> None:
         with self._sock_lock:
             self._waiting -= 1
-            orphan = self._orphan if self._waiting == 0 else None
-            self._orphan = None if orphan is not None else self._orphan
+            orphan = None
+            if self._waiting == 0:
+                orphan, self._orphan = self._orphan, None
         if orphan is not None:
             with contextlib.suppress(OSError):
                 orphan.close()
@@ -572,8 +573,6 @@ class ReplicaConnection:
                 return True
             readable, _, _ = select.select([sock, other], [], [], timeout)
             return sock in readable
-        except (OSError, ValueError):
-            return True  # closed meanwhile: the next read reports it
         finally:
             self._release()
 

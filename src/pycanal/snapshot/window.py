@@ -61,7 +61,7 @@ from .reader import (
 )
 from .tables import SourceColumn, SourceTable, quote, text
 
-__all__ = ["ChunkColumns", "Source", "changed_keys", "read_chunk_window", "select_list"]
+__all__ = ["ChunkColumns", "changed_keys", "read_chunk_window", "select_list"]
 
 _RETRIES = 3  # reads whose window holds a DDL on the table, before giving up
 

@@ -109,8 +109,8 @@ def source_options(
     and ``batchBytes``, entries and bytes per micro-batch; ``stage``: the executors hand the rows
     to the driver as files in the lake's stage, not through Spark; ``snapshot`` ``"initial"``: the
     existing rows of the filter's tables first, read from ``source`` (HOST:PORT) as
-    ``source_user`` (TLS: ``source_ssl_mode``, ``source_ssl_ca``), see ``pycanal.spark.snapshot`` (``snapshot_reader``,
-    ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``;
+    ``source_user`` (TLS: ``source_ssl_mode``, ``source_ssl_ca``), see ``pycanal.spark.snapshot``
+    (``snapshot_reader``, ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``;
     ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts);
     with a ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``.
     ``kafka`` (brokers, HOST:PORT[,...]) with ``topic`` or ``topic_pattern``: Canal's topics read
