@@ -116,6 +116,71 @@ def test_compiled_and_interpreted_decode_every_fixture_alike(fixtures_dir: Path)
     assert any(end != "end" for _, _, end in files)  # and the damaged ones fail the same way
 
 
+# The typed classes (a .pxd beside the module) against their source on random input: the replication
+# packets cut at random points, and the transaction buffer's batches and positions.
+_TYPED_PROBE = r"""
+import hashlib, json, random
+from pycanal import compiled
+import pycanal.mysql.packets as P, pycanal.parse.buffer as B, pycanal.store.event as S
+from pycanal.mysql.errors import ProtocolError
+from pycanal.protocol import EntryProtocol_pb2 as pb
+out = {"compiled": [compiled.is_compiled(m) for m in (P, B, S)]}
+rng, h = random.Random(7), hashlib.sha256()
+payloads = [b"\x00" + rng.randbytes(rng.choice((0, 1, 30, 300, 70000))) for _ in range(400)]
+payloads.insert(200, b"\x00" + rng.randbytes(P.MAX_PAYLOAD + 5))  # split over two packets
+stream, seq = bytearray(), 0
+for body in payloads:
+    framed, seq = P.frame_packet(body, seq)
+    stream += framed
+for capacity in (16, 1 << 20):
+    reader, p = P.PacketReader(capacity), 0
+    while p < len(stream):
+        step = rng.choice((1, 3, 64, 5000, 1 << 17))
+        reader.feed(stream[p : p + step])
+        p += step
+        h.update(repr(reader.needed()).encode())
+        while (item := reader.next_body()) is not None:
+            h.update(repr((item[0], len(item[1]))).encode() + item[1])
+    h.update(repr((reader.seq, reader.buffered)).encode())
+bad = P.PacketReader(64)
+bad.feed(b"\x01\x00\x00\x05\x00")
+try:
+    bad.next_body()
+except ProtocolError as exc:
+    h.update(str(exc).encode())
+kinds = [(pb.TRANSACTIONBEGIN, pb.UPDATE), (pb.ROWDATA, pb.INSERT), (pb.ROWDATA, pb.QUERY),
+         (pb.ROWDATA, pb.ALTER), (pb.TRANSACTIONEND, pb.UPDATE), (pb.HEARTBEAT, pb.MHEARTBEAT), (pb.GTIDLOG, pb.GTID)]
+for size, deferred in ((4, False), (8, True), (1024, True)):
+    batches, positions = [], []
+    buf = B.TransactionBuffer(size, lambda b: batches.append([(r.position, r.entry_type, r.is_ddl, r.size) for r in b]),
+                              positions.append, deferred=deferred)
+    for i in range(3000):
+        entry_type, event_type = rng.choice(kinds)
+        buf.add_all([S.record(rng.randbytes(rng.randrange(40)), "mysql-bin.000001", i * 10, 10, i, 1, "", entry_type, event_type, i % 3)])
+        if rng.random() < 0.05:
+            buf.commit()
+    buf.flush()
+    buf.commit()
+    h.update(repr((batches, positions, len(buf))).encode())
+out["digest"] = h.hexdigest()
+print(json.dumps(out))
+"""
+
+
+def test_the_typed_classes_compiled_and_interpreted_alike() -> None:
+    def run(pure: bool) -> dict:
+        env = {**os.environ, "PYCANAL_PURE_PYTHON": "1" if pure else "0"}
+        done = subprocess.run([sys.executable, "-c", _TYPED_PROBE], env=env, check=True, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        return json.loads(done.stdout)
+
+    pure, built = run(True), run(False)
+    assert pure.pop("compiled") == [False, False, False]
+    if built.pop("compiled") != [True, True, True] and not _no_compiler_here():
+        pytest.fail("the twins are not built: scripts/setup.sh builds them")
+    assert built == pure
+
+
 # ------------------------------------------------------------------------------ the wheel
 def _wheel_probe(tmp_path: Path, env: dict[str, str]) -> dict[str, bool]:
     """Build pycanal's wheel as ``pip install .`` does (setup.py, scripts/build_ext.py), install

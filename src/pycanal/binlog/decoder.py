@@ -287,7 +287,7 @@ class EventDecoder:
             return ev.PreviousGtidsEvent(*h, gtid_set=str(prev.gtid_set), info=prev)
         if typ == E.MARIADB_GTID_LIST:
             glist = _gtid.decode_mariadb_gtid_list_event(body)
-            return ev.GtidListEvent(*h, gtid_set=",".join(str(g) for g in glist.gtids), info=glist)
+            return ev.GtidListEvent(*h, gtid_set=",".join([str(g) for g in glist.gtids]), info=glist)
         if typ == E.MARIADB_BINLOG_CHECKPOINT:
             cp = _gtid.decode_binlog_checkpoint_event(body)
             return ev.BinlogCheckpointEvent(*h, binlog_file=cp.filename)

@@ -35,7 +35,7 @@ from pycanal.parse.queries import entry_text, query_entry, rows_query_table, var
 from pycanal.parse.rowcode import EVENT_TYPES, TableCode
 from pycanal.protocol import EntryProtocol_pb2 as pb
 from pycanal.protocol.wire import encode_varint, field_bytes, field_int, field_string, pair
-from pycanal.store.event import Event
+from pycanal.store.event import Event, record
 
 __all__ = ["RawEntryConverter"]
 
@@ -146,7 +146,7 @@ class RawEntryConverter:
             gtid = pair("gtid", e.gtid_set)  # type: ignore[attr-defined]
             return [self._record(e, pos, size, pb.GTIDLOG, b"", pb.GTID, gtid)]
         if t is ev.HeartbeatEvent:
-            return [Event.record(_HEARTBEAT, "", 0, 0, 0, 0, "", pb.HEARTBEAT, pb.MHEARTBEAT)]
+            return [record(_HEARTBEAT, "", 0, 0, 0, 0, "", pb.HEARTBEAT, pb.MHEARTBEAT)]
         return []
 
     # ------------------------------------------------------------------ statements and markers
@@ -191,7 +191,7 @@ class RawEntryConverter:
             if info.prepared_xa and info.xid is not None:
                 x = info.xid
                 xid = f" X'{x.gtrid.hex()}',X'{x.bqual.hex()}',{x.format_id}"
-                begin = b"".join(field_bytes(0x1A, pair(k, v)) for k, v in xa_props("XA START", xid))
+                begin = b"".join([field_bytes(0x1A, pair(k, v)) for k, v in xa_props("XA START", xid)])
             begin += field_int(0x20, info.thread_id or 0)  # TransactionBegin props (3), threadId (4)
             out.append(self._record(e, pos, size, pb.TRANSACTIONBEGIN, b"", None, begin))
         return out
@@ -204,7 +204,7 @@ class RawEntryConverter:
         ``event_type``: its eventType (None: left out), ``value``: the storeValue."""
         field = _EVENT_TYPE_FIELDS[event_type] if event_type is not None else b""
         header = self._header(e, pos, size, names, field, b"")
-        return Event.record(self._entry(header, entry_type, value), e.file, pos, size, e.timestamp * 1000,
+        return record(self._entry(header, entry_type, value), e.file, pos, size, e.timestamp * 1000,
                             e.server_id, self.gtid.text, entry_type,
                             pb.UPDATE if event_type is None else event_type)  # fmt: skip
 
@@ -222,7 +222,7 @@ class RawEntryConverter:
         count = field_bytes(0x62, pair("rowsCount", str(nrows))) if nrows > 0 else b""  # Header props (12)
         header = self._header(e, pos, size, code.header_table, code.header_event_type[e.kind], count)
         event_type = EVENT_TYPES[e.kind]
-        return Event.record(self._entry(header, pb.ROWDATA, change), e.file, pos, size, e.timestamp * 1000,
+        return record(self._entry(header, pb.ROWDATA, change), e.file, pos, size, e.timestamp * 1000,
                             e.server_id, self.gtid.text, pb.ROWDATA, event_type, nrows)  # fmt: skip
 
     # ------------------------------------------------------------------ Header and Entry

@@ -58,7 +58,7 @@ from pycanal.binlog.decoder import EventDecoder
 from pycanal.binlog.tablemap import TableMap
 from pycanal.parse.filter import RegexFilter
 from pycanal.parse.logevent import LogEventConvert
-from pycanal.store.event import Event
+from pycanal.store.event import Event, record
 
 __all__ = ["UNDECODED", "ConvertWorker", "ConvertWorkerError"]
 
@@ -214,7 +214,7 @@ class ConvertWorker:
         elif self._owns:  # only records of our own: after the chunks still out, if any
             owns, self._owns = self._owns, []
             if self._inflight:
-                self._inflight[-1][1].extend((1 << 62, records) for _, records in owns)
+                self._inflight[-1][1].extend([(1 << 62, records) for _, records in owns])
             else:
                 for _, records in owns:
                     self._out += records
@@ -262,7 +262,7 @@ class ConvertWorker:
             raise self._lost() from exc
         size, owns, _ = self._inflight.popleft()
         self._held -= size
-        record, out = Event.record, self._out
+        out = self._out
         done = 0  # records of the worker's taken so far
         for index, mine in owns:  # ours come before the worker's event ``index``
             if index > len(ends):

@@ -21,7 +21,7 @@ from typing import Any
 from ..protocol import EntryProtocol_pb2 as pb
 from ..protocol.position import EntryPosition, LogIdentity, LogPosition
 
-__all__ = ["DDL_EVENT_TYPES", "Event"]
+__all__ = ["DDL_EVENT_TYPES", "Event", "record"]
 
 DDL_EVENT_TYPES = frozenset({pb.CREATE, pb.ALTER, pb.ERASE, pb.RENAME, pb.TRUNCATE, pb.CINDEX, pb.DINDEX})
 _NO_IDENTITY = LogIdentity()
@@ -136,30 +136,6 @@ class Event:
         )
 
     @classmethod
-    def record(
-        cls, raw: bytes, journal_name: str, position: int, event_length: int, execute_time: int, server_id: int,
-        gtid: str, entry_type: int, event_type: int, rows: int = 0,
-    ) -> Event:  # fmt: skip
-        """A raw-mode event for the bytes a converter just wrote, with what it knows of them
-        (``RawEntryConverter.records``): nothing parsed, no keyword call."""
-        self = cls.__new__(cls)
-        self.identity = _NO_IDENTITY
-        self.journal_name = journal_name
-        self.position = position
-        self.server_id = server_id
-        self.execute_time = execute_time
-        self.gtid = gtid
-        self.entry_type = entry_type
-        self.event_type = event_type
-        self.is_ddl = entry_type == pb.ROWDATA and event_type in DDL_EVENT_TYPES
-        self.raw = raw
-        self._entry = None
-        self.size = len(raw)
-        self.rows = rows
-        self.event_length = event_length
-        return self
-
-    @classmethod
     def from_raw(cls, data: bytes, identity: LogIdentity | None = None) -> Event:
         """A raw-mode event for serialized ``Entry`` bytes (parsed once for the header)."""
         return cls._of(pb.Entry.FromString(data), bytes(data), identity)
@@ -237,3 +213,27 @@ class Event:
             f"Event({self.journal_name}:{self.position} ts={self.execute_time} {kind}"
             f"{' DDL' if self.is_ddl else ''} size={self.size})"
         )
+
+
+def record(
+    raw: bytes, journal_name: str, position: int, event_length: int, execute_time: int, server_id: int,
+    gtid: str, entry_type: int, event_type: int, rows: int = 0,
+) -> Event:  # fmt: skip
+    """A raw-mode event for the bytes a converter just wrote, with what it knows of them
+    (``RawEntryConverter.records``): nothing parsed, no keyword call."""
+    self = Event.__new__(Event)
+    self.identity = _NO_IDENTITY
+    self.journal_name = journal_name
+    self.position = position
+    self.server_id = server_id
+    self.execute_time = execute_time
+    self.gtid = gtid
+    self.entry_type = entry_type
+    self.event_type = event_type
+    self.is_ddl = entry_type == pb.ROWDATA and event_type in DDL_EVENT_TYPES
+    self.raw = raw
+    self._entry = None
+    self.size = len(raw)
+    self.rows = rows
+    self.event_length = event_length
+    return self
