@@ -205,8 +205,8 @@ class RawEntryConverter:
         field = _EVENT_TYPE_FIELDS[event_type] if event_type is not None else b""
         header = self._header(e, pos, size, names, field, b"")
         return record(self._entry(header, entry_type, value), e.file, pos, size, e.timestamp * 1000,
-                            e.server_id, self.gtid.text, entry_type,
-                            pb.UPDATE if event_type is None else event_type)  # fmt: skip
+                      e.server_id, self.gtid.text, entry_type,
+                      pb.UPDATE if event_type is None else event_type)  # fmt: skip
 
     # ------------------------------------------------------------------ rows
     def _rows_record(self, e: ev.RowsEvent, pos: int, size: int) -> Event:
@@ -223,7 +223,7 @@ class RawEntryConverter:
         header = self._header(e, pos, size, code.header_table, code.header_event_type[e.kind], count)
         event_type = EVENT_TYPES[e.kind]
         return record(self._entry(header, pb.ROWDATA, change), e.file, pos, size, e.timestamp * 1000,
-                            e.server_id, self.gtid.text, pb.ROWDATA, event_type, nrows)  # fmt: skip
+                      e.server_id, self.gtid.text, pb.ROWDATA, event_type, nrows)  # fmt: skip
 
     # ------------------------------------------------------------------ Header and Entry
     def _header(

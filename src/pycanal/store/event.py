@@ -47,7 +47,8 @@ def _rows_count(header: pb.Header) -> int:
 
 
 class Event:
-    """One stored entry. Build it with ``from_entry`` / ``from_raw``, or directly when the producer
+    """One stored entry. Build it with ``from_entry`` / ``from_raw``, with :func:`record` (a
+    converter's raw entry, positional and typed when compiled), or directly when the producer
     already knows the fields (``raw`` or ``entry`` must be given)."""
 
     __slots__ = (
