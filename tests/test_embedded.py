@@ -135,6 +135,30 @@ def test_consume_with_acks_and_rollbacks(db: PrivateMariaDB) -> None:
     assert not server.is_start("a")
 
 
+def test_a_timed_get_takes_the_end_of_a_backlog_without_waiting_out_its_timeout(db: PrivateMariaDB) -> None:
+    """Once the parser has sunk all the source sent, nothing more can fill the batch: the get
+    returns what is there instead of waiting its 30 s for 1,000 entries."""
+    start = make_table(db, "emb_idle")
+    expected = workload(db, "emb_idle", 0, 5)
+    server = CanalServerWithEmbedded()
+    server.add_instance(make_instance(db, "idle", start))
+    client = ClientIdentity("idle", 1001, "pycanal\\.emb_idle")
+    server.subscribe(client)
+    try:
+        for ids in (expected, None):
+            ids = ids if ids is not None else workload(db, "emb_idle", 100, 1)  # a later one, alone
+            got: list[int] = []
+            t0 = time.monotonic()
+            while len(got) < len(ids):
+                msg = server.get_without_ack(client, 1000, timeout=30)
+                assert msg.id != -1
+                got += row_ids(msg, "emb_idle")
+                server.ack(client, msg.id)
+            assert got == ids and time.monotonic() - t0 < 10
+    finally:
+        server.stop()
+
+
 def test_errors_and_resubscribe(db: PrivateMariaDB) -> None:
     start = make_table(db, "emb_b")
     server = CanalServerWithEmbedded()

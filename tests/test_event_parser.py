@@ -127,6 +127,34 @@ def test_stream_stop_restart_no_loss_no_duplicate(db: PrivateMariaDB) -> None:
     assert kinds[0] == pb.TRANSACTIONBEGIN  # resumed exactly at a transaction boundary
 
 
+@pytest.mark.parametrize("parallel", [False, True], ids=["serial", "parallel"])
+def test_the_parser_says_when_it_has_sunk_all_the_source_sent(db: PrivateMariaDB, parallel: bool) -> None:
+    """``on_idle`` after the last of a backlog, and after a later transaction, is sunk: the
+    store's waiting get then need not wait out its timeout."""
+    file, pos = db.current_binlog()
+    base = 3000 if parallel else 4000
+    insert(db, range(base, base + 50))
+    sink = ListSink()
+    sunk_at_idle: list[int] = []
+    parser = make_parser(
+        db,
+        sink,
+        master_position=EntryPosition(file, pos),
+        filter="pycanal\\.ep",
+        parallel=parallel,
+        on_idle=lambda: sunk_at_idle.append(len(sink.ids())),
+    )
+    parser.start()
+    try:
+        wait_for(lambda: bool(sunk_at_idle) and sunk_at_idle[-1] == 50)
+        calls = len(sunk_at_idle)
+        insert(db, [base + 50])
+        wait_for(lambda: len(sunk_at_idle) > calls and sunk_at_idle[-1] == 51)
+    finally:
+        parser.stop()
+    assert sink.ids() == list(range(base, base + 51))
+
+
 def test_stop_closes_the_schema_history_the_parser_opened(db: PrivateMariaDB, tmp_path) -> None:
     """The parser's own SQLite schema history closes with the parser (dropped open, it waited for
     the collector, which once ran its finalizer in a forked worker); a restart opens it again."""

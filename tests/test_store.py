@@ -336,6 +336,32 @@ def test_a_get_stops_waiting_once_half_the_store_waits_for_it(mode, size, first)
 
 
 @pytest.mark.parametrize("mode", [ITEMSIZE, MEMSIZE])
+def test_a_get_stops_waiting_once_the_producer_is_idle(mode):
+    """The parser read all the source sent: nothing more is coming to fill the batch, so a timed
+    get takes what is there (Canal waits out the timeout, at the end of every backlog). A put
+    ends the idle spell; with nothing there, an idle producer makes no get return early."""
+    store = MemoryEventStore(16, buffer_mem_unit=100, batch_mode=mode)
+    store.idle()
+    t0 = time.monotonic()
+    assert not store.get(None, 10, timeout=0.1)
+    assert time.monotonic() - t0 >= 0.09
+    result = []
+    getter = threading.Thread(target=lambda: result.append(store.get(None, 10, timeout=10)))
+    getter.start()
+    store.put([ev(1), ev(2)])  # more may follow: the get waits
+    time.sleep(0.1)
+    assert not result
+    t0 = time.monotonic()
+    store.idle()
+    getter.join(5)
+    assert offsets(result[0]) == [1, 2] and time.monotonic() - t0 < 2
+    store.put([ev(3)])
+    store.idle()  # already idle when the get comes: no wait
+    t0 = time.monotonic()
+    assert offsets(store.get(None, 10, timeout=10)) == [3] and time.monotonic() - t0 < 2
+
+
+@pytest.mark.parametrize("mode", [ITEMSIZE, MEMSIZE])
 def test_a_get_of_an_empty_one_slot_store_waits(mode):
     """Half of one slot (or of a one-byte budget) is nothing: an empty store still makes a get wait."""
     store = MemoryEventStore(1, buffer_mem_unit=1, batch_mode=mode)

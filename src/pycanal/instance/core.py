@@ -102,6 +102,7 @@ class CanalInstance:
             master,
             filter=self.filter,
             sink=self._sink,
+            on_idle=self._idle,
             position_manager=self.position_manager,
             **settings,
         )
@@ -111,6 +112,9 @@ class CanalInstance:
         parser = self.event_parser
         ident = LogIdentity(parser.running_address, -1) if parser is not None else None
         return self.event_sink.sink(entries, ident)
+
+    def _idle(self) -> None:
+        self.event_sink.idle()
 
     # ------------------------------------------------------------------ lifecycle
     @property

@@ -13,6 +13,8 @@ hand them through the transaction buffer to ``sink(records)`` (store records: ea
 with its position and types, ``RawEntryConverter.records``). ``sink`` blocks until the entries
 are accepted and returns True (False or an exception: not accepted). Only after the sink accepted
 a batch is the position of its last complete transaction persisted through the position manager.
+Whenever the socket has nothing more and everything read is sunk, ``on_idle()`` says so (the
+store's waiting get then takes what is there instead of waiting for more).
 On any error: ``alarm(destination, message)``, close the dump (killing it on the server), drop the
 buffer, sleep with backoff, and start again from the last *persisted* position.
 
@@ -82,6 +84,7 @@ class MysqlEventParser(StartPositionSearch):
             alarm, and with ``heartbeat_ha_enable`` and a standby, :meth:`do_switch`.
         schema_history: a ``SchemaHistory`` or None; schema_history_path: create one (SQLite).
         sink: ``sink(records) -> bool`` (a list of ``pycanal.store.Event``); blocks until accepted.
+        on_idle: ``on_idle()`` when the parser has sunk all the source sent so far.
         position_manager: default a :class:`MemoryLogPositionManager`.
         alarm: ``alarm(destination, message)``; default a logged error.
         dump_error_count_threshold: errno-1236 errors tolerated before the fallbacks (2).
@@ -125,6 +128,7 @@ class MysqlEventParser(StartPositionSearch):
         schema_history: Any = None,
         schema_history_path: str | None = None,
         sink: Callable[[list[Event]], Any] | None = None,
+        on_idle: Callable[[], Any] | None = None,
         position_manager: LogPositionManager | None = None,
         alarm: Callable[[str, str], Any] | None = None,
         dump_error_count_threshold: int = 2,
@@ -180,6 +184,7 @@ class MysqlEventParser(StartPositionSearch):
         self.schema_history = schema_history
         self._open_history()
         self.sink = sink
+        self.on_idle = on_idle
         self.position_manager = position_manager or MemoryLogPositionManager()
         self.alarm = alarm
         self.dump_error_count_threshold = dump_error_count_threshold
@@ -465,7 +470,14 @@ class MysqlEventParser(StartPositionSearch):
         streamed = False
         records = convert.records
         schema_types = (ev.RotateEvent, ev.QueryEvent)
-        for event in conn.events(on_wait=buffer.commit):
+        on_idle = self.on_idle
+
+        def on_wait() -> None:  # nothing more to read for now
+            buffer.commit()
+            if on_idle is not None:
+                on_idle()
+
+        for event in conn.events(on_wait=on_wait):
             if not self._running:
                 break
             streamed = True
@@ -506,7 +518,7 @@ class MysqlEventParser(StartPositionSearch):
             heartbeats = (E.HEARTBEAT, E.HEARTBEAT_V2)
             schema_types = (ev.RotateEvent, ev.QueryEvent)
 
-            linger = self.linger
+            linger, on_idle = self.linger, self.on_idle
 
             def on_wait() -> None:
                 # Nothing more to read for now. The open chunk waits for more bytes until
@@ -523,7 +535,11 @@ class MysqlEventParser(StartPositionSearch):
                 while True:
                     buffer.add_all(take())
                     buffer.commit()
-                    if not worker.busy or not self._running:
+                    if not self._running:
+                        return
+                    if not worker.busy:
+                        if on_idle is not None:
+                            on_idle()
                         return
                     if conn.wait_readable(worker.fileno(), 1.0):
                         return

@@ -108,6 +108,11 @@ class EntryEventSink:
             if not self._running:
                 return False
 
+    def idle(self) -> None:
+        """The parser has read everything the source sent and sunk it: the store's waiting get
+        need not wait for more."""
+        self.store.idle()
+
     def _pass_boundary(self, record: Event) -> bool:
         if record.entry_type not in (pb.TRANSACTIONBEGIN, pb.TRANSACTIONEND):
             return True

@@ -24,7 +24,10 @@ written), ``get`` (last event handed out) and ``ack`` (last event acknowledged);
   And it returns once the events not handed out fill half the store (slots, or bytes in MEMSIZE
   mode): waiting on, the batch would take the whole store and the parser would stand still
   until the client acked it; at half, the parser fills the other half while the client takes
-  this one. A batch that fits its budget in half the store never meets the rule.
+  this one. A batch that fits its budget in half the store never meets the rule. And once the
+  producer says it is idle (:meth:`idle`: the parser has read all the source sent and put it
+  here) until its next put: no more is coming to fill the batch, so waiting only delays what is
+  there (at the end of a backlog, the timeout's whole length).
 * The batch's ``PositionRange``: ``start``/``end`` are its first and last events' positions;
   ``ack`` is the position of its last TRANSACTIONEND, TRANSACTIONBEGIN (only without GTID) or DDL
   event (Canal's ack point, the client cursor), or ``None``; ``end_seq`` is the ring sequence of
@@ -183,6 +186,7 @@ class MemoryEventStore:
         self.put_seq = self.get_seq = self.ack_seq = INIT_SEQUENCE
         self.put_mem = self.get_mem = self.ack_mem = 0
         self._puts_waiting = 0  # puts waiting for room: a get's batch cannot grow before an ack
+        self._idle = False  # the producer has put all it has for now (:meth:`idle`)
         # Rows (ROWDATA ``rowsCount``) put, handed out and acknowledged; and the execute time (ms)
         # of the last event put / handed out / acknowledged: Canal's put/get/ack rows and delays.
         self.put_rows = self.get_rows = self.ack_rows = 0
@@ -282,6 +286,7 @@ class MemoryEventStore:
         self.put_mem += mem
         self.put_rows += rows
         self.put_time = events[-1].execute_time
+        self._idle = False
         self._not_empty.notify_all()
 
     def try_put(self, events: Event | Sequence[Event]) -> bool:
@@ -318,6 +323,14 @@ class MemoryEventStore:
                     self._not_full.wait(left)
                 finally:
                     self._puts_waiting -= 1
+
+    def idle(self) -> None:
+        """The producer has put all it has for now (the parser read everything the source sent):
+        a get waiting for a fuller batch takes what is there. The next put ends it."""
+        with self._lock:
+            self._idle = True
+            if self.get_seq < self.put_seq:
+                self._not_empty.notify_all()
 
     # ------------------------------------------------------------------ get
     def _first_next(self, start: LogPosition | None) -> int:
@@ -419,7 +432,7 @@ class MemoryEventStore:
                 self._check_running()
                 if (
                     self._has_batch(start, batch_size)
-                    or (self._puts_waiting and self.get_seq < self.put_seq)
+                    or ((self._puts_waiting or self._idle) and self.get_seq < self.put_seq)
                     or self._half_full()
                 ):
                     break
