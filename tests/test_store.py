@@ -650,3 +650,74 @@ def test_concurrent_producer_consumer(mode, ddl_isolation):
     assert s["put_seq"] == s["get_seq"] == s["ack_seq"] == len(produced) - 1
     assert s["put_mem"] == s["ack_mem"] == sum(e.size for e in produced)
     assert rollbacks > 0 and batches > 10
+
+
+@pytest.mark.parametrize("mode", [ITEMSIZE, MEMSIZE])
+@pytest.mark.parametrize("ddl_isolation", [False, True])
+def test_batches_and_counters_are_canals_event_by_event_walk(mode, ddl_isolation):
+    """A batch's bytes and rows come from the running sums kept beside the slots and a MEMSIZE
+    batch is cut by bisection over them: every batch, its sums and the counters after each put,
+    get, ack and rollback are what Canal's walk over the events gives, over many wraps of a small
+    ring, with acks at a batch's end (by sequence) and inside it (by position)."""
+    rng = random.Random(5)
+    unit = 50
+    store = MemoryEventStore(16, buffer_mem_unit=unit, batch_mode=mode, ddl_isolation=ddl_isolation)
+    kinds = ["row"] * 6 + ["begin", "end", "ddl"]
+    events = []
+    for offset in range(4, 4000):
+        e = ev(offset, rng.choice(kinds), size=rng.randint(1, 120))
+        e.rows = rng.randint(0, 3)
+        events.append(e)
+
+    mems, rows = [0], [0]  # sums over the first n events
+    for e in events:
+        mems.append(mems[-1] + e.size)
+        rows.append(rows[-1] + e.rows)
+
+    def walk(first, top, batch_size):  # Canal's get: event by event
+        out, mem, seq = [], 0, first
+        last = top if mode == MEMSIZE else min(first + batch_size - 1, top)
+        while seq <= last and mem <= (batch_size * unit if mode == MEMSIZE else mem):
+            e = events[seq]
+            if ddl_isolation and e.is_ddl and out:
+                break
+            out.append(e)
+            mem += e.size
+            seq += 1
+            if ddl_isolation and e.is_ddl:
+                break
+        return out
+
+    put = got = acked = 0  # events put / handed out / acknowledged
+    handed = 0
+    while acked < len(events):
+        n = rng.randint(1, 6)
+        if put < len(events) and store.try_put(events[put : put + n]):
+            put = min(put + n, len(events))
+        batch_size = rng.randint(1, 8)
+        batch = store.try_get(None, batch_size)
+        want = walk(got, put - 1, batch_size)
+        assert [e.position for e in batch.events] == [e.position for e in want]
+        assert batch.memsize == mems[got + len(want)] - mems[got]
+        got += len(want)
+        handed += len(want)
+        if want and rng.random() < 0.15:
+            store.rollback()
+            got = acked
+        elif not want and got > acked:  # nothing new: what was handed out is acknowledged
+            store.ack(events[got - 1].log_position())
+            acked = got
+        elif want:
+            if rng.random() < 0.5:
+                store.ack(batch.position_range.end, batch.position_range.end_seq)
+                acked = got
+            else:
+                k = rng.randint(acked, got - 1)
+                store.ack(events[k].log_position())
+                acked = k + 1
+        s = store.stats()
+        assert (s["put_seq"], s["get_seq"], s["ack_seq"]) == (put - 1, got - 1, acked - 1)
+        assert (s["put_mem"], s["ack_mem"]) == (mems[put], mems[acked])
+        assert (s["put_rows"], s["ack_rows"]) == (rows[put], rows[acked])
+        assert len(store) == put - acked
+    assert handed > len(events)  # rollbacks handed some out twice
