@@ -8,7 +8,8 @@ reader takes the same binlog file in one run:
    ``--events`` transactions, and ``oltp_insert`` (1-row transactions) for ``--insert-events``. Each
    workload sits alone in one binlog file (FLUSH BINARY LOGS around it); its write rate is the file's
    rows over sysbench's wall time, on the same 2 cores the readers then use.
-2. ``mariadb_binlog``: ``mariadb-binlog -v --base64-output=decode-rows FILE > /dev/null`` (C).
+2. ``mariadb_binlog``: ``mariadb-binlog -v --base64-output=decode-rows FILE > /dev/null`` (C),
+   alternated ``--reader-repeat`` times with the jsonl CLI (4.): the median run of each.
 3. ``python_mysql_replication``: ``BinLogStreamReader`` streaming the file (rows events, every
    value touched).
 4. ``cli_jsonl``: ``pycanal binlog decode FILE --format jsonl > /dev/null`` (its own process, start-up
@@ -44,6 +45,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -160,6 +162,24 @@ def mariadb_binlog(path: Path, rows: int) -> dict[str, Any]:
     return {"wall_s": round(wall, 3), "rows_per_s": round(rows / wall)}
 
 
+def text_readers(path: Path, rows: int, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``mariadb-binlog -v`` and the jsonl CLI, alternated ``repeat`` times (the machine's drift
+    falls on both): each one's median run, and its runs' walls."""
+
+    def median_of(walls: list[float]) -> dict[str, Any]:
+        wall = statistics.median(walls)
+        return {"wall_s": round(wall, 3), "rows_per_s": round(rows / wall), "runs_s": walls}
+
+    mb: list[float] = []
+    cli: list[float] = []
+    for _ in range(repeat):
+        mb.append(mariadb_binlog(path, rows)["wall_s"])
+        t0 = time.perf_counter()
+        decode_bench.cli_run(path, rows)
+        cli.append(round(time.perf_counter() - t0, 3))
+    return median_of(mb), median_of(cli)
+
+
 def pmr(db: PrivateMariaDB, path: Path, rows: int) -> dict[str, Any]:
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
@@ -225,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         "--insert-events", type=int, default=20_000, help="oltp_insert 1-row transactions (0: skip)"
     )
     ap.add_argument("--skip-pmr", action="store_true")
+    ap.add_argument(
+        "--reader-repeat", type=int, default=3,
+        help="runs of mariadb-binlog and the jsonl CLI, alternated: their medians (default 3)",
+    )  # fmt: skip
     ap.add_argument("--skip-canal", action="store_true", help="no Canal 1.1.7 column")
     ap.add_argument("--profile", type=Path, help="write py-spy profiles of the server here")
     ap.add_argument(
@@ -263,17 +287,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
             for name, w in workloads.items():
                 r: dict[str, Any] = {k: v for k, v in w.items() if k != "file"}
-                r["mariadb_binlog"] = mariadb_binlog(w["file"], w["rows"])
+                r["mariadb_binlog"], r["cli_jsonl"] = text_readers(w["file"], w["rows"], args.reader_repeat)
                 log(f"{name}: mariadb-binlog {r['mariadb_binlog']['rows_per_s']:,} rows/s")
                 if not args.skip_pmr:
                     r["python_mysql_replication"] = pmr(db, w["file"], w["rows"])
                     log(
                         f"{name}: python-mysql-replication {r['python_mysql_replication']['rows_per_s']:,} rows/s"
                     )
-                cli = decode_bench.best_of(
-                    "cli jsonl", 1, lambda w=w: decode_bench.cli_run(w["file"], w["rows"]), w["rows"]
-                )
-                r["cli_jsonl"] = {"rows_per_s": cli["rows_per_s"], "wall_s": cli["wall_s"]}
                 r["split_scan"] = scan_speeds(w["file"])
                 log(f"{name}: the split scan {r['split_scan']}")
                 if not args.skip_pmr:
