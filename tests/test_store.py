@@ -253,7 +253,7 @@ def test_block_put_one_get():
 
 
 def test_blocking_get_waits_for_full_batch():
-    store = MemoryEventStore(16)
+    store = MemoryEventStore(64)  # an eighth (8) stays above what waits
     result = []
     t = threading.Thread(target=lambda: result.append(store.get(None, 5)))
     t.start()
@@ -266,7 +266,7 @@ def test_blocking_get_waits_for_full_batch():
 
 
 def test_get_with_timeout_returns_what_is_there():
-    store = MemoryEventStore(16)
+    store = MemoryEventStore(64)
     t0 = time.monotonic()
     assert not store.get(None, 10, timeout=0.05)
     store.put([ev(1), ev(2), ev(3)])
@@ -283,56 +283,57 @@ def test_get_with_timeout_returns_what_is_there():
 @pytest.mark.parametrize("mode", [ITEMSIZE, MEMSIZE])
 def test_a_get_stops_waiting_once_a_put_waits_for_room(mode):
     """Its batch cannot grow before an ack (Canal waits out the timeout with its parser stopped):
-    whether the put blocks before the get waits or after. Five events handed out and not acked
-    keep the events not handed out under half the store, so that rule stays out of the way."""
-    store = MemoryEventStore(8, buffer_mem_unit=100, batch_mode=mode)  # MEMSIZE: 800 bytes
-    store.put([ev(i, size=10) for i in range(5)])
-    held = store.get(None, 5, timeout=1)
-    assert offsets(held) == list(range(5))
+    whether the put blocks before the get waits or after. Sixty events handed out and not acked
+    keep the events not handed out under an eighth of the store, so that rule stays out of the way."""
+    store = MemoryEventStore(64, buffer_mem_unit=100, batch_mode=mode)  # MEMSIZE: 6,400 bytes
+    store.put([ev(i, size=10) for i in range(60)])
+    held = store.get(None, 60, timeout=1)
+    assert offsets(held) == list(range(60))
     result = []
-    getter = threading.Thread(target=lambda: result.append(store.get(None, 50, timeout=10)))
-    getter.start()  # wants 50 events / 5,000 bytes
-    store.put([ev(i, size=10) for i in range(5, 8)])  # every slot, 3 of them not handed out
+    getter = threading.Thread(target=lambda: result.append(store.get(None, 100, timeout=10)))
+    getter.start()  # wants 100 events / 10,000 bytes
+    store.put([ev(i, size=10) for i in range(60, 64)])  # every slot, 4 of them not handed out
     time.sleep(0.1)
     assert not result  # no put waits yet: the get waits for more
     t0 = time.monotonic()
-    producer = threading.Thread(target=lambda: store.put([ev(8, size=10)]))
+    producer = threading.Thread(target=lambda: store.put([ev(64, size=10)]))
     producer.start()
     getter.join(5)
-    assert offsets(result[0]) == [5, 6, 7] and time.monotonic() - t0 < 2
+    assert offsets(result[0]) == [60, 61, 62, 63] and time.monotonic() - t0 < 2
     t0 = time.monotonic()
-    assert not store.get(None, 50, timeout=0.1)  # everything handed out: nothing to return early
+    assert not store.get(None, 100, timeout=0.1)  # everything handed out: nothing to return early
     assert time.monotonic() - t0 >= 0.09
     store.ack(result[0].position_range.end, result[0].position_range.end_seq)
     producer.join(5)
-    assert offsets(store.try_get(None, 50)) == [8]
+    assert offsets(store.try_get(None, 100)) == [64]
 
 
 @pytest.mark.parametrize(
     ("mode", "size", "first"),
-    [(ITEMSIZE, 10, 4), (MEMSIZE, 10, 4), (MEMSIZE, 150, 3)],  # MEMSIZE: 800 bytes, half is 400
+    # 64 slots, an eighth is 8; MEMSIZE: 6,400 bytes, an eighth is 800 (six events of 150 bytes)
+    [(ITEMSIZE, 10, 8), (MEMSIZE, 10, 8), (MEMSIZE, 150, 6)],
 )
-def test_a_get_stops_waiting_once_half_the_store_waits_for_it(mode, size, first):
-    """A batch of more than half the store (its slots, or its bytes in MEMSIZE mode) returns at
-    half: waiting on, it would take the whole store and stop the parser until the client acked
-    it (sysbench's 1-row transactions under Canal's defaults: 16,384 slots hold ~3.25 MB of a
-    4 MB batch)."""
-    store = MemoryEventStore(8, buffer_mem_unit=100, batch_mode=mode)
+def test_a_get_stops_waiting_once_an_eighth_of_the_store_waits_for_it(mode, size, first):
+    """A batch larger than an eighth of the store (its slots, or its bytes in MEMSIZE mode)
+    returns at an eighth: waiting on, it would take the whole store and stop the parser until the
+    client acked it (sysbench's 1-row transactions under Canal's defaults: 16,384 slots hold
+    ~3.25 MB of a 4 MB batch), and the client would wait longer for its first batch."""
+    store = MemoryEventStore(64, buffer_mem_unit=100, batch_mode=mode)
     result = []
-    getter = threading.Thread(target=lambda: result.append(store.get(None, 50, timeout=10)))
+    getter = threading.Thread(target=lambda: result.append(store.get(None, 100, timeout=10)))
     getter.start()
     for i in range(first - 1):
         store.put([ev(i, size=size)])
     time.sleep(0.1)
-    assert not result  # under half: the get waits for more
+    assert not result  # under an eighth: the get waits for more
     t0 = time.monotonic()
     store.put([ev(first - 1, size=size)])
     getter.join(5)
     assert offsets(result[0]) == list(range(first)) and time.monotonic() - t0 < 2
-    # The other half takes puts while the batch is out.
+    # The rest of the store takes puts while the batch is out.
     assert store.try_put([ev(i, size=size) for i in range(first, first + 2)])
     store.ack(result[0].position_range.end, result[0].position_range.end_seq)
-    assert offsets(store.try_get(None, 50)) == [first, first + 1]
+    assert offsets(store.try_get(None, 100)) == [first, first + 1]
 
 
 @pytest.mark.parametrize("mode", [ITEMSIZE, MEMSIZE])
@@ -340,7 +341,7 @@ def test_a_get_stops_waiting_once_the_producer_is_idle(mode):
     """The parser read all the source sent: nothing more is coming to fill the batch, so a timed
     get takes what is there (Canal waits out the timeout, at the end of every backlog). A put
     ends the idle spell; with nothing there, an idle producer makes no get return early."""
-    store = MemoryEventStore(16, buffer_mem_unit=100, batch_mode=mode)
+    store = MemoryEventStore(64, buffer_mem_unit=100, batch_mode=mode)
     store.idle()
     t0 = time.monotonic()
     assert not store.get(None, 10, timeout=0.1)
@@ -555,7 +556,7 @@ def test_memsize_batch_get_by_memory():
 
 
 def test_memsize_blocking_get_waits_for_bytes():
-    store = mem_store()
+    store = MemoryEventStore(32, buffer_mem_unit=100, batch_mode=MEMSIZE)  # an eighth: 400 bytes
     result = []
     t = threading.Thread(target=lambda: result.append(store.get(None, 3)))  # wants >= 300 bytes
     t.start()

@@ -21,10 +21,11 @@ written), ``get`` (last event handed out) and ``ack`` (last event acknowledged);
   one) while its parser stands still: with Canal's defaults (MEMSIZE, 16,384 slots, 1 KB units) a
   4,096-unit batch of small entries (sysbench's 1-row transactions, ~200 bytes an entry) fills
   every slot with 3.25 MB of its 4 MB budget, and each such batch waited the whole timeout.
-  And it returns once the events not handed out fill half the store (slots, or bytes in MEMSIZE
-  mode): waiting on, the batch would take the whole store and the parser would stand still
-  until the client acked it; at half, the parser fills the other half while the client takes
-  this one. A batch that fits its budget in half the store never meets the rule. And once the
+  And it returns once the events not handed out fill an eighth of the store (slots, or bytes in
+  MEMSIZE mode): waiting on, the batch would take the whole store and the parser would stand
+  still until the client acked it; at an eighth, the client takes this batch while the parser
+  fills the rest (half and a quarter were slower on bench/oltp.py: the client waited longer for
+  its first batch; a 32nd no faster than half, by more gets and acks). And once the
   producer says it is idle (:meth:`idle`: the parser has read all the source sent and put it
   here) until its next put: no more is coming to fill the batch, so waiting only delays what is
   there (at the end of a backlog, the timeout's whole length).
@@ -360,14 +361,15 @@ class MemoryEventStore:
             mem += self._slots[nxt & self._mask].size  # type: ignore[union-attr]
         return mem >= batch_size * self.buffer_mem_unit
 
-    def _half_full(self) -> bool:
-        """Events not handed out fill half the store (its slots, or in MEMSIZE mode its bytes)."""
+    def _eighth_waits(self) -> bool:
+        """Events not handed out fill an eighth of the store (its slots, or in MEMSIZE mode its
+        bytes)."""
         waiting = self.put_seq - self.get_seq
-        if waiting <= 0:  # (a store of one slot or one byte is "half full" when empty)
+        if waiting <= 0:  # (a store of under eight slots or bytes would pass when empty)
             return False
-        if waiting >= self.buffer_size >> 1:
+        if waiting >= self.buffer_size >> 3:
             return True
-        return self.mem_size_mode and self.put_mem - self.get_mem >= self._mem_limit >> 1
+        return self.mem_size_mode and self.put_mem - self.get_mem >= self._mem_limit >> 3
 
     def _do_get(self, start: LogPosition | None, batch_size: int) -> Events:
         top = self.put_seq
@@ -446,7 +448,7 @@ class MemoryEventStore:
                 if (
                     self._has_batch(start, batch_size)
                     or ((self._puts_waiting or self._idle) and self.get_seq < self.put_seq)
-                    or self._half_full()
+                    or self._eighth_waits()
                 ):
                     break
                 if deadline is None:
