@@ -263,6 +263,33 @@ def test_differential_ddl_sequence(clean, tmp_path):
     reopened.close()
 
 
+def test_a_filtered_load_reads_the_kept_schemas_columns_only(clean):
+    """The filter limits the schemas whose columns are read: the tables it keeps come whole (as an
+    unfiltered load has them), every database is known, and nothing else is loaded."""
+    db = clean
+    conn = db.root_connection()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE shd CHARACTER SET latin1")
+            cur.execute("CREATE DATABASE shd2")
+            cur.execute(
+                "CREATE TABLE shd.a (id INT, k VARCHAR(10) CHARACTER SET utf8mb4, PRIMARY KEY (k(4), id))"
+            )
+            cur.execute("CREATE TABLE shd.skipped (id INT PRIMARY KEY)")
+            cur.execute("CREATE TABLE shd2.b (id BIGINT UNSIGNED PRIMARY KEY, e ENUM('x','y') DEFAULT 'y')")
+        everything = load_schema(conn)
+        kept = load_schema(conn, TableFilter(r"shd\.a").accepts)
+        none = load_schema(conn, TableFilter(r"nowhere\..*").accepts)
+    finally:
+        conn.close()
+    assert set(kept.tables) == {("shd", "a")}
+    assert kept.tables["shd", "a"] == everything.tables["shd", "a"]
+    assert kept.tables["shd", "a"].primary_key == [("k", 4), ("id", 0)]
+    assert ("shd2", "b") in everything.tables and ("mysql", "db") in everything.tables
+    assert set(kept.databases) == set(none.databases) == set(everything.databases) >= {"shd", "shd2", "mysql"}
+    assert not none.tables
+
+
 def test_parser_reads_every_step():
     ansi = MODE_ANSI_QUOTES | MODE_NO_BACKSLASH_ESCAPES | MODE_REAL_AS_FLOAT
     for _, sql in STEPS:

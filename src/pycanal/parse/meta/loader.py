@@ -3,7 +3,7 @@
 One query per catalogue table (SCHEMATA, TABLES, COLUMNS, STATISTICS for the primary keys,
 CHARACTER_SETS, COLLATIONS), whatever the number of tables; views and the virtual schemas
 (``information_schema``, ``performance_schema``) are left out, and ``accepts(schema, table)``
-(the instance filter) limits the tables kept. Databases are always all loaded: their default
+(the instance filter) limits the tables kept, and the schemas whose columns are read. Databases are always all loaded: their default
 charsets decide the columns of tables created later.
 """
 
@@ -144,8 +144,19 @@ def load_schema(conn: Any, accepts: Callable[[str, str], bool] | None = None) ->
             model.put_database(Database(name, _text(cs), _text(coll)))
     skip = "TABLE_SCHEMA NOT IN ('information_schema', 'performance_schema')"
     tables = _rows(conn, f"{_TABLES_SQL} AND {skip}")
-    columns = _rows(conn, f"{_COLUMNS_SQL} WHERE {skip} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION")
-    pks = _rows(conn, f"{_PK_SQL} AND {skip} ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX")
+    # Columns and keys of the schemas that hold a table the filter keeps, not of every schema:
+    # COLUMNS of a whole server opens every table and view (the sys schema's hundred views: 15 of a
+    # 25 ms load on an idle MariaDB 10.11 with one 4-table schema to keep; 0.8 ms for that schema).
+    schemas = sorted(
+        {_text(s) for s, n, _ in tables if _text(s) not in _SKIP_SCHEMAS and ok(_text(s), _text(n))}
+    )
+    if not schemas:
+        return model
+    where = f"TABLE_SCHEMA IN ({', '.join(['%s'] * len(schemas))})"
+    columns = _rows(
+        conn, f"{_COLUMNS_SQL} WHERE {where} ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION", schemas
+    )
+    pks = _rows(conn, f"{_PK_SQL} AND {where} ORDER BY TABLE_SCHEMA, TABLE_NAME, SEQ_IN_INDEX", schemas)
     for t in _fill(model, tables, columns, pks, ok):
         model.put_table(t)
     return model
