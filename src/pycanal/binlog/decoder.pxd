@@ -4,6 +4,7 @@
 cdef class EventDecoder:
     cdef public object source, file, verify_checksum, checksum, codec_for, table_meta, fde, tables
     cdef public object _post_header, _permute, _table_cache, _layouts, _compiled, _rows_heads
+    cdef object _rows_of
 
     cpdef void check(self, object data, object pos) except *
     cpdef object decode(self, object data, object pos)

@@ -129,6 +129,7 @@ class EventDecoder:
         self._layouts: dict[str, dict] = {}  # TableMap.layout() -> the caches its TableMaps share
         self._compiled: dict[tuple, Callable] = {}  # (column specs, bitmaps, kind, partial) -> decoder
         self._rows_heads: dict[int, tuple] = {}  # rows event type -> its post-header's shape, heads parsed
+        self._rows_of = self.rows_of  # every rows event's ``_decode``: one bound method
 
     def reset_stream(self) -> None:
         """Forget per-stream state before a new dump: the checksum setting is learned again (the
@@ -513,22 +514,26 @@ class EventDecoder:
                     self._compiled.clear()
                 self._compiled[shape] = decode
             tm.decoders[key] = decode
-        source, pos = self.source, h[6]
-
-        def rows() -> list:
-            data = event.row_data
-            try:
-                return decode(data, 0, len(data))
-            except BinlogError as exc:
-                raise exc.at(source, pos) from None
-            except _MALFORMED_ROWS as exc:
-                raise BinlogError(
-                    f"bad row data for {tm.schema}.{tm.table} in {_type_name(typ)} event: {exc}", source, pos
-                ) from None
-
-        event._decode = rows
+        # Decoded on first access (the entry converter's fused code reads the bytes instead), by
+        # one bound method kept for all events: a closure per event cost a function object each.
+        event._decode = self._rows_of
         event.row_data, event.row_decoder = data, decode
         return event
+
+    def rows_of(self, event: ev.RowsEvent) -> list:
+        """The rows of a rows event this decoder made (``RowsEvent.rows`` calls it)."""
+        data = event.row_data
+        try:
+            return event.row_decoder(data, 0, len(data))
+        except BinlogError as exc:
+            raise exc.at(self.source, event.pos) from None
+        except _MALFORMED_ROWS as exc:
+            tm = event.table_map
+            raise BinlogError(
+                f"bad row data for {tm.schema}.{tm.table} in {_type_name(event.type)} event: {exc}",  # type: ignore[union-attr]
+                self.source,
+                event.pos,
+            ) from None
 
     def _payload(self, h: tuple, body: bytes) -> ev.TransactionPayloadEvent:
         p = 0

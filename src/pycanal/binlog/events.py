@@ -125,13 +125,13 @@ class RowsEvent(Event):
     # ColumnSpecs it was built from), for consumers that encode straight from the bytes.
     row_data: bytes = field(default=b"", repr=False)
     row_decoder: Any = field(default=None, repr=False)
-    _decode: Any = field(default=None, repr=False)
+    _decode: Any = field(default=None, repr=False)  # its decoder's rows_of, called with the event
     _rows: list | None = field(default=None, repr=False)
 
     @property
     def rows(self) -> list:
         if self._rows is None:
-            self._rows = self._decode()
+            self._rows = self._decode(self)
             self._decode = None
         return self._rows
 
