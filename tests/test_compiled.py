@@ -64,6 +64,40 @@ def test_a_twin_loads_only_when_built_from_the_current_source(tmp_path: Path, mo
     assert compiled._TwinFinder().find_spec("pycanal.binlog.events") is None  # not listed
 
 
+def test_a_twin_that_cimports_loads_only_with_current_twins_of_what_it_cimports(
+    tmp_path: Path, monkeypatch
+) -> None:
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+    def module(name: str, text: str) -> Path:
+        source = tmp_path / f"{name}.py"
+        source.write_text(text)
+        (tmp_path / f"{name}.pxd").write_text(f"# {name}'s types\n")
+        (tmp_path / f"_{name}_c{suffix}").write_bytes(b"a stand-in")
+        return source
+
+    dep, mod = module("dep", "X = 1\n"), module("mod", "Y = 2\n")
+    monkeypatch.setattr(compiled, "_cimported", lambda pxd: [str(dep)] if pxd.endswith("mod.pxd") else [])
+    for source in (dep, mod):
+        (tmp_path / f"_{source.stem}_c.src").write_bytes(compiled.built_from(source))
+    assert compiled.twin_file(mod) == str(tmp_path / f"_mod_c{suffix}")
+    assert b"X = 1" in compiled.built_from(mod)  # the cimported module's source is part of the record
+    dep.write_text("X = 2\n")  # dep edited: its twin is stale, and so is mod's, compiled against it
+    assert compiled.twin_file(dep) is None and compiled.twin_file(mod) is None
+    (tmp_path / "_dep_c.src").write_bytes(compiled.built_from(dep))  # dep rebuilt, mod not
+    assert compiled.twin_file(dep) is not None and compiled.twin_file(mod) is None
+    (tmp_path / "_mod_c.src").write_bytes(compiled.built_from(mod))
+    assert compiled.twin_file(mod) is not None
+    (tmp_path / f"_dep_c{suffix}").unlink()  # dep runs interpreted: mod's twin cannot load beside it
+    assert compiled.twin_file(mod) is None
+    monkeypatch.undo()
+    rawentry = REPO / "src" / "pycanal" / "parse" / "rawentry.pxd"
+    assert compiled._cimported(str(rawentry)) == [
+        str(REPO / "src" / "pycanal" / "protocol" / "wire.py"),
+        str(REPO / "src" / "pycanal" / "store" / "event.py"),
+    ]
+
+
 def test_interpreted_is_the_source_whatever_import_gives() -> None:
     from pycanal.binlog import splits
 

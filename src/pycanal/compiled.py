@@ -17,9 +17,9 @@ docs/benchmarks.md). The scan of ``pycanal.binlog.splits`` has types (its ``.pxd
 the classes every event of a stream goes through in the reading process (the packet reader, the
 decoder, the frame converter, the hand-over to the conversion process, the transaction buffer,
 the store's record): as ``cdef`` classes their state is a struct and their calls among themselves
-are C calls, 17-19% less server CPU again. A ``.pxd`` never ``cimport``s another module's types:
-a twin is checked against its own module and ``.pxd`` only, so a type it borrowed could change
-under it.
+are C calls, 17-19% less server CPU again. A ``.pxd`` may ``cimport`` from another listed module
+(the entry converter calls the wire format's writers and the store's record as C functions): its
+twin then records that module's sources too, and loads only beside that module's twin.
 """
 
 from __future__ import annotations
@@ -54,20 +54,24 @@ COMPILED = (
 
 def built_from(source: str | os.PathLike[str]) -> bytes:
     """What a twin of the module at ``source`` (a ``.py``) records: the module and its ``.pxd``,
-    compared whole (exact, and no ``hashlib`` to import: 5 ms of every process's start-up)."""
+    and those of the modules the ``.pxd`` cimports from (a twin compiled against their
+    declarations is stale when they change), compared whole (exact, and no ``hashlib`` to import:
+    5 ms of every process's start-up)."""
     source = os.fspath(source)
-    with open(source, "rb") as f:
-        out = f.read() + b"\0"
+    out = _read(source) + b"\0"
     pxd = source[:-3] + ".pxd"
     if os.path.exists(pxd):
-        with open(pxd, "rb") as f:
-            out += f.read()
+        out += _read(pxd)
+        for dep in _cimported(pxd):
+            out += b"\0" + built_from(dep)
     return out
 
 
 def twin_file(source: str | os.PathLike[str]) -> str | None:
     """The twin of the module at ``source`` (its ``.py``) if one was built from the module as it
-    is now, else None. (``os.path``, not ``pathlib``: every pycanal process imports this.)"""
+    is now, and the modules it cimports from have theirs (it calls into them: it cannot load
+    beside their interpreted source), else None. (``os.path``, not ``pathlib``: every pycanal
+    process imports this.)"""
     source = os.fspath(source)
     directory, name = os.path.split(source)
     stem = os.path.join(directory, f"_{name[:-3]}_c")
@@ -75,11 +79,29 @@ def twin_file(source: str | os.PathLike[str]) -> str | None:
         binary = stem + suffix
         if os.path.isfile(binary):
             try:
-                with open(stem + ".src", "rb") as f:
-                    return binary if f.read() == built_from(source) else None
+                if _read(stem + ".src") != built_from(source):
+                    return None
             except OSError:
                 return None
+            pxd = source[:-3] + ".pxd"
+            deps = _cimported(pxd) if os.path.exists(pxd) else []
+            return binary if all(twin_file(dep) for dep in deps) else None
     return None
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _cimported(pxd: str) -> list[str]:
+    """The sources of the pycanal modules a ``.pxd`` cimports from (``from pycanal.x cimport``)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [
+        os.path.join(root, *line.split()[1].decode().split(".")) + ".py"
+        for line in _read(pxd).splitlines()
+        if line.startswith(b"from pycanal.") and b" cimport " in line
+    ]
 
 
 def _pure() -> bool:

@@ -204,7 +204,7 @@ class RawEntryConverter:
         ``event_type``: its eventType (None: left out), ``value``: the storeValue."""
         field = _EVENT_TYPE_FIELDS[event_type] if event_type is not None else b""
         header = self._header(e, pos, size, names, field, b"")
-        return record(self._entry(header, entry_type, value), e.file, pos, size, e.timestamp * 1000,
+        return record(_entry(header, entry_type, value), e.file, pos, size, e.timestamp * 1000,
                       e.server_id, self.gtid.text, entry_type,
                       pb.UPDATE if event_type is None else event_type)  # fmt: skip
 
@@ -222,7 +222,7 @@ class RawEntryConverter:
         count = field_bytes(0x62, pair("rowsCount", str(nrows))) if nrows > 0 else b""  # Header props (12)
         header = self._header(e, pos, size, code.header_table, code.header_event_type[e.kind], count)
         event_type = EVENT_TYPES[e.kind]
-        return record(self._entry(header, pb.ROWDATA, change), e.file, pos, size, e.timestamp * 1000,
+        return record(_entry(header, pb.ROWDATA, change), e.file, pos, size, e.timestamp * 1000,
                       e.server_id, self.gtid.text, pb.ROWDATA, event_type, nrows)  # fmt: skip
 
     # ------------------------------------------------------------------ Header and Entry
@@ -248,11 +248,11 @@ class RawEntryConverter:
             )
         )
 
-    @staticmethod
-    def _entry(header: bytes, entry_type: int, value: bytes) -> bytes:
-        """Entry: header (1), entryType (2, a oneof member: always written), storeValue (3)."""
-        return b"".join((b"\x0a", encode_varint(len(header)), header, _ENTRY_TYPES[entry_type],
-                         field_bytes(0x1A, value) if value else b""))  # fmt: skip
+
+def _entry(header: bytes, entry_type: int, value: bytes) -> bytes:
+    """Entry: header (1), entryType (2, a oneof member: always written), storeValue (3)."""
+    return b"".join((b"\x0a", encode_varint(len(header)), header, _ENTRY_TYPES[entry_type],
+                     field_bytes(0x1A, value) if value else b""))  # fmt: skip
 
 
 _STAMPS: dict[tuple[int, int], bytes] = {}
