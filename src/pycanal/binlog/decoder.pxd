@@ -13,3 +13,4 @@ cdef class EventDecoder:
     cpdef object _body(self, tuple h, object body)
     cpdef object _table_map(self, tuple h, object body)
     cpdef tuple _rows_head(self, object typ, object body)
+    cpdef object _rows(self, tuple h, object body)

@@ -17,6 +17,7 @@ cdef class RawEntryConverter:
     cpdef list _gtid(self, object e, object pos, object size, object gtidlog)
     cpdef object _record(self, object e, object pos, object size, object entry_type, object names,
                          object event_type, object value)
+    cpdef object _query_text(self, object e, object pos, object size, object sql, object table)
     cpdef object _rows_record(self, object e, object pos, object size)
     cpdef bytes _header(self, object e, object pos, object size, object names, object event_type,
                         object count)
