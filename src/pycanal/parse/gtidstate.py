@@ -15,6 +15,8 @@ from pycanal.binlog.constants import EventType as E
 
 __all__ = ["GtidState"]
 
+_ANONYMOUS_GTID, _MARIADB_GTID = int(E.ANONYMOUS_GTID), int(E.MARIADB_GTID)  # read per GTID event
+
 
 class GtidState:
     """The executed set (``gtid_set``: a ``MysqlGtidSet``/``MariadbGtidSet``, copied; None
@@ -27,14 +29,14 @@ class GtidState:
 
     def track(self, e: ev.GtidEvent) -> bool:
         """Take ``e`` into the state; False for an anonymous GTID (it gives no entry)."""
-        if e.type == E.ANONYMOUS_GTID or e.gtid is None:
+        if e.type == _ANONYMOUS_GTID or e.gtid is None:
             return False
         if self.gtid_set is not None:
             info = e.info
             self.gtid_set.update(e.gtid)
             self.text = str(self.gtid_set)
             props = [("curtGtid", e.gtid)]
-            if e.type != E.MARIADB_GTID:
+            if e.type != _MARIADB_GTID:
                 if info.sequence_number is not None:
                     props.append(("curtGtidSn", str(info.sequence_number)))
                 if info.last_committed is not None:

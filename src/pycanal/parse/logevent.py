@@ -30,6 +30,9 @@ _DML = frozenset({pb.INSERT, pb.UPDATE, pb.DELETE})
 _NO_ENTRY = (ev.TableMapEvent, ev.RotateEvent, ev.FormatDescriptionEvent)
 # Canal's LogEventConvert drops the entries of these events under filter.query.dml only.
 _DML_TEXT = (ev.RowsQueryEvent, ev.UserVarEvent, ev.IntvarEvent, ev.RandEvent)
+# Read for every event: bound once here (a module's attribute is looked up at each read).
+_ROWS, _ROWS_QUERY, _PAYLOAD = ev.RowsEvent, ev.RowsQueryEvent, ev.TransactionPayloadEvent
+_ANNOTATE_ROWS, _ROWDATA = int(E.MARIADB_ANNOTATE_ROWS), pb.ROWDATA
 
 
 class LogEventConvert:
@@ -61,21 +64,21 @@ class LogEventConvert:
     def records(self, event: ev.Event) -> list[Event]:
         """The store records of one event, filtered (possibly none)."""
         t = type(event)
-        if t is ev.RowsEvent:
+        if t is _ROWS:
             if not self._keep_rows(event):  # type: ignore[arg-type]
                 return []
-        elif t is ev.RowsQueryEvent and self._annotations_pass and event.type == E.MARIADB_ANNOTATE_ROWS:
+        elif t is _ROWS_QUERY and self._annotations_pass and event.type == _ANNOTATE_ROWS:
             return self.converter.records(event)
         elif t in _NO_ENTRY:
             return []
-        elif t is ev.TransactionPayloadEvent:
+        elif t is _PAYLOAD:
             event.events = [e for e in event.events if not isinstance(e, ev.RowsEvent) or self._keep_rows(e)]  # type: ignore[attr-defined]
-        rows_event = t is ev.RowsEvent or t is ev.TransactionPayloadEvent
+        rows_event = t is _ROWS or t is _PAYLOAD
         out = self.converter.records(event, gtidlog=False)
         if self.fields or not rows_event:
             kept = []
             for record in out:
-                if record.entry_type == pb.ROWDATA:
+                if record.entry_type == _ROWDATA:
                     record = self._filtered(record, event, rows_event)  # type: ignore[assignment]
                     if record is None:
                         continue
