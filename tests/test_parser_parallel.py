@@ -163,6 +163,11 @@ def test_parallel_records_equal_the_inline_ones(db: PrivateMariaDB, tmp_path: Pa
     change = pb.RowChange.FromString([e for e in last if e.header.tableName == "a"][-1].storeValue)
     assert [c.name for c in change.rowDatas[0].afterColumns] == ["id", "extra", "n"]
     assert parsers["parallel"].last_persisted.postion == parsers["inline"].last_persisted.postion
+    # What the metrics read (the delay, the bytes received): the same either way.
+    last_time = max(r[4] for r in inline) // 1000
+    for parser in parsers.values():
+        assert parser.last_event_time == last_time
+        assert parser.received_bytes == parsers["inline"].received_bytes > 0
 
 
 def test_parallel_start_inside_a_transaction_rewinds(db: PrivateMariaDB, tmp_path: Path) -> None:
@@ -289,6 +294,26 @@ def test_a_subscription_filter_change_reaches_the_parser(
     finally:
         parser.stop()
     assert tables() == ["a", "b", "a"]
+
+
+def test_heartbeats_say_caught_up_and_events_say_when(db: PrivateMariaDB, tmp_path: Path) -> None:
+    """What the delay metric reads: a heartbeat in a quiet spell says the parser is caught up; an
+    event after it says it is not, and its time is the last event's."""
+    db.execute("CREATE DATABASE IF NOT EXISTS pp_beat")
+    db.execute("CREATE TABLE pp_beat.t (id INT PRIMARY KEY)")
+    file, pos = db.current_binlog()
+    sink = RecordSink()
+    parser = make_parser(db, sink, tmp_path, "beat", master_position=EntryPosition(file, pos), parallel=True,
+                         heartbeat_period=0.3)  # fmt: skip
+    parser.start()
+    try:
+        for i in range(2):
+            wait_for(lambda: parser.caught_up, timeout=10)
+            db.execute(f"INSERT INTO pp_beat.t VALUES ({i})")
+            wait_for(lambda i=i: sink.ends() > i, timeout=10)
+            assert parser.last_event_time == sink.records[-1][4] // 1000 > 0
+    finally:
+        parser.stop()
 
 
 def test_after_a_quiet_spell_a_transaction_goes_at_once(db: PrivateMariaDB, tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ from .tls import pymysql_tls, tls_context
 
 __all__ = ["BinlogPosition", "ReplicaConnection", "tls_context"]
 
-_EV_HEAD = struct.Struct("<IIH")  # event size, log_pos, flags (at offset 9 of the event header)
+_EV_HEAD = struct.Struct("<IxxxxxIIH")  # timestamp, (type, server id,) event size, log_pos, flags
 _HEARTBEATS = (E.HEARTBEAT, E.HEARTBEAT_V2)
 
 
@@ -502,16 +502,17 @@ class ReplicaConnection:
         :attr:`read_timeout`, :class:`ConnectionLostError` when the connection drops, and the
         decoder's ``BinlogError`` for an event it cannot decode.
         """
-        for _data, _pos, event in self.frames(on_wait):
+        for _data, _pos, event, _ts in self.frames(on_wait):
             yield event  # type: ignore[misc]
 
     def frames(
         self, on_wait: Callable[[], object] | None = None, undecoded: Container[int] = ()
-    ) -> Iterator[tuple[bytes, int, Event | None]]:
-        """``(bytes, offset, event)`` of each event of the running dump, as :meth:`events`; events
-        whose type is in ``undecoded`` are only checked here (size, CRC32; ``event`` is None: a
-        parser's second process decodes them). ROTATE and FORMAT_DESCRIPTION are always decoded (the stream's
-        file and checksum setting come from them)."""
+    ) -> Iterator[tuple[bytes, int, Event | None, int]]:
+        """``(bytes, offset, event, timestamp)`` of each event of the running dump, as :meth:`events`
+        (the timestamp is the header's); events whose type is in ``undecoded`` are only checked
+        here (size, CRC32; ``event`` is None: a parser's second process decodes them). ROTATE and
+        FORMAT_DESCRIPTION are always decoded (the stream's file and checksum setting come from
+        them)."""
         if not self.dumping:
             raise MysqlError("no dump running: call dump(), dump_gtid() or dump_mariadb_gtid() first")
         reader = self._reader
@@ -536,7 +537,7 @@ class ReplicaConnection:
             if head != 0x00:
                 self._stream_end(head, data)
                 return
-            size, log_pos, flags = unpack(data, 9)
+            ts, size, log_pos, flags = unpack(data, 0)
             typ = data[4]
             if log_pos >= size and not flags & LOG_EVENT_ARTIFICIAL_F and typ not in heartbeats:
                 pos = log_pos - size
@@ -548,7 +549,7 @@ class ReplicaConnection:
                 check(data, pos)
                 if log_pos and typ not in heartbeats:
                     self._pos = log_pos
-                yield data, pos, None
+                yield data, pos, None, ts
                 continue
             event = decode(data, pos)
             typ = event.type  # a pre-GA FORMAT_DESCRIPTION renumbers types
@@ -560,7 +561,7 @@ class ReplicaConnection:
                 # Artificial events with a log_pos count too: MariaDB's fake GTID_LIST after skipped
                 # transactions (GTID dump) carries the position where the stream goes on.
                 self._pos = log_pos
-            yield data, pos, event
+            yield data, pos, event, ts
 
     def wait_readable(self, other: int, timeout: float | None) -> bool:
         """Wait until the stream has bytes to read (True) or the file descriptor ``other`` is

@@ -546,18 +546,16 @@ class MysqlEventParser(StartPositionSearch):
                     worker.flush()
 
             streamed = False
-            for data, pos, event in conn.frames(on_wait=on_wait, undecoded=UNDECODED):
+            for data, pos, event, ts in conn.frames(on_wait=on_wait, undecoded=UNDECODED):
                 if not self._running:
                     break
                 streamed = True
                 self.received_bytes += len(data)
                 if data[4] in heartbeats:
                     self.caught_up = True
-                else:
-                    ts = int.from_bytes(data[:4], "little")
-                    if ts:
-                        self.caught_up = False
-                        self.last_event_time = ts
+                elif ts:
+                    self.caught_up = False
+                    self.last_event_time = ts
                 if event is not None and history is not None and type(event) in schema_types:
                     history_started = self._schema_event(event, history, history_started)
                 if feed(data, pos, event):
