@@ -1,6 +1,10 @@
 # Cython's types for worker.py (pure-Python mode: the .py stays the source; scripts/build_ext.py).
 # The reading process hands every event to feed() and builds every record in _answer(): typed,
-# their state is a struct and their calls within the class are C calls.
+# their state is a struct and their calls within the class are C calls; the conversion process
+# reads each record's fields from the store's Event struct, the reading one makes it by a C call
+# (both cimported).
+from pycanal.store.event cimport Event, record
+
 cdef class ConvertWorker:
     cdef public object chunk_events, chunk_bytes, answer_timeout, sent_at, chunks_sent, warn
     cdef public object skipped_table_errors, capacity, pid
@@ -14,3 +18,6 @@ cdef class ConvertWorker:
     cpdef void flush(self) except *
     cpdef list take(self)
     cpdef void _answer(self) except *
+
+cpdef Event _record(tuple r)
+cpdef tuple _fields(Event r)

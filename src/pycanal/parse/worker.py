@@ -271,10 +271,10 @@ class ConvertWorker:
                 upto = len(records)
             else:
                 upto = ends[index - 1] if index else 0
-            out += [record(*r) for r in records[done:upto]]
+            out += [_record(r) for r in records[done:upto]]
             done = upto
             out += mine
-        out += [record(*r) for r in records[done:]]
+        out += [_record(r) for r in records[done:]]
         self.skipped_table_errors += skipped
         for message in warnings:
             self.warn(message)
@@ -400,6 +400,17 @@ def _portable(exc: BaseException) -> BaseException:
     return ConvertWorkerError(f"{type(exc).__name__}: {exc}")
 
 
+def _record(r: tuple) -> Event:
+    """The record of what :func:`_fields` sent."""
+    return record(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+
+
+def _fields(r: Event) -> tuple:
+    """What a record sends back: :func:`~pycanal.store.event.record`'s arguments."""
+    return (r.raw, r.journal_name, r.position, r.event_length, r.execute_time, r.server_id, r.gtid,
+            r.entry_type, r.event_type, r.rows)  # fmt: skip
+
+
 def _serve(jobs: Connection, results: Connection, convert: LogEventConvert, decoder: EventDecoder,
            with_meta: bool) -> None:  # fmt: skip
     """Decode and convert chunks until the pipes close or an event fails."""
@@ -443,9 +454,7 @@ def _serve(jobs: Connection, results: Connection, convert: LogEventConvert, deco
                     track_gtid(event)
                     ends.append(len(out))
                     continue
-                for r in records(event):
-                    out.append((r.raw, r.journal_name, r.position, r.event_length, r.execute_time,
-                                r.server_id, r.gtid, r.entry_type, r.event_type, r.rows))  # fmt: skip
+                out += [_fields(r) for r in records(event)]
                 ends.append(len(out))
         except Exception as exc:  # noqa: BLE001 - reported in order, where it happened
             error = _portable(exc)
