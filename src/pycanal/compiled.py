@@ -41,6 +41,7 @@ COMPILED = (
     "pycanal.binlog.gtid.mariadb",
     "pycanal.protocol.wire",
     "pycanal.parse.rawentry",
+    "pycanal.parse.rowcode",  # per rows event, around the per-table code it generates (which stays Python)
     "pycanal.parse.logevent",
     "pycanal.parse.gtidstate",
     "pycanal.parse.buffer",
