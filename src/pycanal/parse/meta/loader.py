@@ -3,8 +3,8 @@
 One query per catalogue table (SCHEMATA, TABLES, COLUMNS, STATISTICS for the primary keys,
 CHARACTER_SETS, COLLATIONS), whatever the number of tables; views and the virtual schemas
 (``information_schema``, ``performance_schema``) are left out, and ``accepts(schema, table)``
-(the instance filter) limits the tables kept, and the schemas whose columns are read. Databases are always all loaded: their default
-charsets decide the columns of tables created later.
+(the instance filter) limits the tables kept and the schemas whose columns are read. Databases
+are always all loaded: their default charsets decide the columns of tables created later.
 """
 
 from __future__ import annotations
