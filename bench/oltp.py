@@ -25,15 +25,17 @@ reader takes the same binlog file in one run:
    transaction end. The server's CPU seconds over the file (its process tree) and peak RSS.
 
 Ratios (same run, same file): pycanal server / Canal, / python-mysql-replication, / sysbench's
-write rate. One JSON object on stdout; progress on stderr. ``--profile DIR`` records a py-spy
-profile of the pycanal server (the GIL holder's stacks) while it drains the files. ``--pipeline``
-adds the Spark pipeline (``bench/pipeline.py --workload sysbench``: server -> ``format("canal")``
--> change log + current-state Delta tables, oltp_write_only rounds with python-mysql-replication on
-each round's file): ``spark_pipeline`` takes a backlog the server holds in its store,
-``spark_pipeline_with_parse`` one the server parses during the measured window (conf/'s settings).
+write rate. One JSON object on stdout; progress on stderr. ``--profile DIR`` records a profile
+of the pycanal server while it drains the files: py-spy's (the GIL holder's stacks), or with
+``--profiler perf`` perf's (C stacks, which see into the compiled twins: ``bench/perf_profile.py``).
+``--pipeline`` adds the Spark pipeline (``bench/pipeline.py --workload sysbench``: server ->
+``format("canal")`` -> change log + current-state Delta tables, oltp_write_only rounds with
+python-mysql-replication on each round's file): ``spark_pipeline`` takes a backlog the server holds
+in its store, ``spark_pipeline_with_parse`` one the server parses during the measured window
+(conf/'s settings).
 
     .venv/bin/python bench/oltp.py [--events 15000] [--insert-events 20000] [--skip-pmr] [--skip-canal]
-        [--profile DIR] [--filter-query-dml] [--pipeline]
+        [--profile DIR [--profiler perf]] [--filter-query-dml] [--pipeline]
 """
 
 from __future__ import annotations
@@ -250,7 +252,11 @@ def main(argv: list[str] | None = None) -> int:
         help="runs of mariadb-binlog and the jsonl CLI, alternated: their medians (default 3)",
     )  # fmt: skip
     ap.add_argument("--skip-canal", action="store_true", help="no Canal 1.1.7 column")
-    ap.add_argument("--profile", type=Path, help="write py-spy profiles of the server here")
+    ap.add_argument("--profile", type=Path, help="write profiles of the server here")
+    ap.add_argument(
+        "--profiler", choices=("py-spy", "perf"), default="py-spy",
+        help="py-spy: the GIL holder's Python stacks; perf: C stacks, which see into the compiled twins",
+    )  # fmt: skip
     ap.add_argument(
         "--filter-query-dml", action="store_true",
         help="also the server with canal.instance.filter.query.dml (no ANNOTATE_ROWS entries)",
@@ -322,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                     racers.append(("canal", servers.canal_server(bench, warm_feed), None))
                 for racer, server, profile in racers:
                     spy = profile / f"{racer}-{name}.txt" if profile is not None else None
-                    res = servers.race(server, drained(warmup), drained(w), profile=spy)
+                    res = servers.race(
+                        server, drained(warmup), drained(w), profile=spy, profiler=args.profiler
+                    )
                     log(f"{name}: {racer} {res['rows_per_s']:,} rows/s, server CPU {res['server_cpu_s']} s, "
                         f"peak RSS {res['server_peak_rss_mb']} MB")  # fmt: skip
                     result[name][racer] = res

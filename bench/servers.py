@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import perf_profile
 from pycanal.client import SimpleConnector
 from pycanal.client.simple import CanalClientError
 from pycanal.protocol import EntryProtocol_pb2 as pb
@@ -174,19 +175,24 @@ def race(
     bench: tuple[str, int, int],
     then: Any = None,
     profile: Path | None = None,
+    profiler: str = "py-spy",
 ) -> dict[str, Any]:
     """One server process (``pycanal_server``/``canal_server``): ``warm`` drained first (file, rows,
     transactions: not measured), then ``bench`` from its subscription to its last transaction end:
     rows/s, the server's CPU seconds over it and its peak RSS. ``then(conn)``, if given, runs on
-    the ``bench`` connection afterwards and its result is kept as ``then``; ``profile``: a py-spy
-    record of the server while it drains ``bench``."""
+    the ``bench`` connection afterwards and its result is kept as ``then``; ``profile``: a record
+    of the server while it drains ``bench``, by ``profiler``: ``py-spy`` (its raw stacks) or
+    ``perf`` (``perf.data`` beside it, the report in it: ``bench/perf_profile.py``)."""
     with server as (port, pid):
         conn = subscribed(port, "warm")
         try:
             Drainer(conn).file(*warm)
         finally:
             conn.disconnect()
-        spy = profile_of(pid, profile) if profile is not None else None
+        data = profile.with_suffix(".perf.data") if profile is not None else None
+        spy = None
+        if profile is not None:
+            spy = perf_profile.record(data) if profiler == "perf" else profile_of(pid, profile)
         before = usage(pid)
         t0 = time.perf_counter()
         conn = subscribed(port, "bench")
@@ -196,6 +202,8 @@ def race(
             if spy is not None:
                 spy.send_signal(2)
                 spy.wait(30)
+                if profiler == "perf":
+                    profile.write_text(perf_profile.report(data, set(_tree(pid))))
             res["server_cpu_s"] = round(after["cpu_s"] - before["cpu_s"], 3)
             if then is not None:
                 res["then"] = then(conn)
