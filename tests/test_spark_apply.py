@@ -1069,6 +1069,61 @@ def test_staged_snapshot_chunks_apply_as_their_rows(
         applier(pa.Table.from_batches([gone]), 2)
 
 
+def test_chunks_staged_as_change_log_files_are_committed_as_they_are(
+    mariadb: PrivateMariaDB, all_types: tuple, tmp_path: Path
+) -> None:
+    """Chunks an executor wrote as change-log files of their micro-batch (``write_unnamed``): the
+    batch's entry adds those files as they are, the lake and the change log are what the rows
+    give; a file written for another batch than the one it comes in is written again by the
+    driver and deleted; files of a batch that never committed go at the next start."""
+    from pycanal.snapshot import describe, plan_chunks, read_chunk, read_schema
+    from pycanal.snapshot.reader import connect
+    from pycanal.spark.changelog import write_unnamed
+    from pycanal.spark.snapshot_rows import SnapshotRows
+    from pycanal.spark.stage import staged_row
+
+    def _logged(r: Any, batch: int) -> tuple[pa.RecordBatch, dict]:
+        rows = pa.Table.from_batches(list(SnapshotRows().batches([r])))
+        log = write_unnamed(tmp_path, rows, batch)
+        at = RowPosition(r.file, r.pos, 0, None)
+        when = dt.datetime.fromtimestamp(r.seconds, dt.UTC)
+        path = changelog.dir / log["path"]
+        return staged_row(path, rows.num_rows, r.table.schema, r.table.name, at, when, log), log
+
+    db, _ = all_types
+    p = mariadb.repl_params()
+    with connect(p["host"], p["port"], p["user"], p["password"]) as conn:
+        schema = read_schema(conn, [(db, "t_all_types")])
+        t = describe(conn, db, "t_all_types")
+        reads = [read_chunk(conn, t, c) for c in plan_chunks(conn, t, 13)]
+    changelog = ChangeLog(tmp_path)
+    _, never = _logged(reads[0], 9)  # a batch that never committed
+    applier = ChangeApplier(tmp_path, zero_dates="null")
+    applier(pa.Table.from_batches(list(SnapshotRows().batches([schema]))), 0)
+    assert not (changelog.dir / never["path"]).exists()
+
+    staged = [_logged(r, 1) for r in reads]
+    applier(pa.Table.from_batches([m for m, _ in staged]), 1)
+    assert applier.changelog_files == {"taken": len(reads), "rewritten": 0}
+    live = {a["path"] for a in changelog.state().live.values()}
+    assert {log["path"] for _, log in staged} <= live  # committed as they are
+    assert assert_same_as_source(mariadb, tmp_path, db, workload.ALL_TYPES) > 40
+    logged = [r for r in read_change_log_rows(tmp_path) if r["op"] == "READ"]
+    assert sorted(r["after"] for r in logged) == sorted(
+        r.after for r in SnapshotRows().rows(reads) if r.op == "READ"
+    )  # every row once, as the rows themselves
+    assert changelog.read_batch(1).num_rows == sum(len(r.rows) for r in reads) + len(reads)  # and CHUNK rows
+    assert changelog.batches(0) == [1]
+
+    marker, log = _logged(reads[1], 7)  # numbered for another batch: the driver writes its rows
+    applier(pa.Table.from_batches([marker]), 2)
+    assert applier.changelog_files == {"taken": len(reads), "rewritten": 1}
+    assert not (changelog.dir / log["path"]).exists()
+    again = changelog.read_batch(2)
+    assert again.num_rows == len(reads[1].rows) + 1 and set(again["op"].to_pylist()) == {"READ", "CHUNK"}
+    assert changelog.batches(0) == [1, 2]
+
+
 def test_a_snapshot_chunk_deletes_the_rows_of_its_range_the_source_did_not_have(tmp_path: Path) -> None:
     """A chunk's CHUNK row (its key range, after its READ rows at its position) deletes the rows
     of that range the lake has (a drifted table, a stream upsert before the position) and the

@@ -440,16 +440,20 @@ def test_batch_bytes_caps_a_micro_batch(canal: Canal) -> None:
 def drive(reader: CanalStreamReader, n: int, seconds: float = 60.0) -> list[dict[str, Any]]:
     """Call the runner as Spark does until ``n`` rows were read: ``latestOffset`` every trigger, a
     micro-batch when it moved (an empty one for a ``tick``), the previous micro-batch committed
-    once the next one is planned, ``read`` on a pickled reader."""
+    once the next one is planned, ``read`` on a pickled reader. Each offset numbers its
+    micro-batch as Spark does (from 0)."""
     rows: list[dict[str, Any]] = []
     offset, previous = reader.initialOffset(), None
     deadline = time.monotonic() + seconds
+    batch = 0
     while len(rows) < n:
         assert time.monotonic() < deadline, f"no progress: {len(rows)} of {n} rows in {seconds:g}s"
         end = reader.latestOffset(offset, ReadAllAvailable())
         if end == offset:
             time.sleep(0.05)
             continue
+        assert end["batch"] == batch, (end, batch)
+        batch += 1
         if previous is not None:
             reader.commit(previous)
         for part in reader.partitions(offset, end):
@@ -628,3 +632,17 @@ def test_the_planners_import_neither_the_runners_nor_the_executors_modules() -> 
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["", ""]
+
+
+def test_offsets_number_their_micro_batches_as_spark_does() -> None:
+    """An offset that moves numbers the micro-batch after its start's; one that does not move is
+    its start (no micro-batch, the same JSON); a checkpoint's offsets without numbers stay so."""
+    from pycanal.spark.canal_source import INITIAL_OFFSET, _numbered
+
+    first = _numbered(INITIAL_OFFSET, {"file": "b.000001", "pos": 4, "k": 0})
+    assert first["batch"] == 0
+    tick = _numbered(first, {**first, "tick": 1})
+    assert tick["batch"] == 1
+    assert _numbered(tick, dict(tick)) is tick
+    old = {"file": "b.000001", "pos": 4, "k": 0}
+    assert "batch" not in _numbered(old, {"file": "b.000001", "pos": 9, "k": 0})

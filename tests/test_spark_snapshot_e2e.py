@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -166,6 +167,26 @@ def chunk_files(lake: Path) -> tuple[list[Path], list[Path]]:
     return taken, left
 
 
+def executor_log_files(lake: Path) -> tuple[set[str], set[str]]:
+    """The change log's data files executors wrote (``batch-<id>-<hex>.parquet``): those a log
+    entry added, and those on disk of committed batches that none did."""
+    log = ChangeLog(lake)
+    added = {
+        json.loads(line)["add"]["path"]
+        for entry in log.log_dir.listdir() if entry.endswith(".json")
+        for line in (log.log_dir / entry).read_text().splitlines() if line.startswith('{"add"')
+    }  # fmt: skip
+    last = log.last_batch()
+    on_disk = {
+        f"{day}/{name}"
+        for day in log.dir.listdir() if day.startswith("date=")
+        for name in (log.dir / day).listdir()
+        if re.fullmatch(r"batch-(\d{20})-[0-9a-f]{32}\.parquet", name) and int(name[6:26]) <= last
+    }  # fmt: skip
+    ours = {p for p in added if re.fullmatch(r"date=[0-9-]+/batch-\d{20}-[0-9a-f]{32}\.parquet", p)}
+    return ours, on_disk - added
+
+
 def rows_equal(db: PrivateMariaDB, lake: Path | LakePath, table: str, session: Any = None) -> str | None:
     """The source table against its current-state table, read by delta-rs or by ``session``'s Delta."""
     with db.root_connection(DB) as conn, conn.cursor() as cur:
@@ -268,6 +289,9 @@ def test_initial_snapshot_with_a_writer_and_a_driver_sigkill(
         taken, left = chunk_files(lake)
         assert taken, "no chunk's file was committed as it is (chunk_files)"
         assert all(not path.exists() for path in left), "a chunk file nobody took was not deleted"
+        committed, stray = executor_log_files(lake)
+        assert committed, "no chunk's change-log file was committed as it is (write_unnamed)"
+        assert not stray, f"change-log files of committed batches no entry added: {sorted(stray)[:3]}"
         changes = [(r["position"]["file"], r["position"]["offset"], r["position"]["row"])
                    for r in rows if r["op"] in ("INSERT", "UPDATE", "DELETE")]  # fmt: skip
         assert len(changes) == len(set(changes)), "a change appears twice in the change log"

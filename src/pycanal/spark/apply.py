@@ -60,7 +60,7 @@ from .executors import run_in_executors
 from .maintenance import Maintenance
 from .rows import ARROW_SCHEMA
 from .schema import model_at, model_from_ddl
-from .stage import expand_staged
+from .stage import Staged, expand_staged
 
 __all__ = ["ApplyError", "ChangeApplier", "applied_batch_ids", "apply_changes", "last_applied", "table_times"]
 
@@ -183,6 +183,9 @@ class ChangeApplier:
         self.rounds: deque[tuple[float, float, int, int]] = deque(maxlen=1000)
         # Snapshot chunks' files committed as they are / left for their READ rows (chunk_files), so far.
         self.chunk_files = {"taken": 0, "left": 0}
+        # Change-log files executors wrote (stage): taken as they are / written again by the driver
+        # (for another batch than the one they came in: a query unioning sources, an older checkpoint).
+        self.changelog_files = {"taken": 0, "rewritten": 0}
         self._changelog = ChangeLog(
             self.root,
             properties=self.maintenance.table_properties(),
@@ -202,6 +205,8 @@ class ChangeApplier:
             log.info("micro-batch %d is in the change log already: skipped", batch_id)
             return
         table, staged = expand_staged(_arrow(batch))
+        logged = [f for f in staged if _logged(f, changelog.dir, batch_id)]
+        own = _without(table, logged)  # the rows the change log gets in the batch's own file
         table = _sorted(table)
         self.rows_in[batch_id] = table.num_rows
         self.reads_in[batch_id] = pc.sum(pc.equal(table.column("op"), "READ")).as_py() or 0
@@ -212,17 +217,20 @@ class ChangeApplier:
             # background apply; a failure of it still surfaces here once it is known.
             self._raise_failure()
             return
-        changelog.write(table, batch_id)
+        changelog.write(_sorted(own) if logged else table, batch_id, [f.log for f in logged])
+        self.changelog_files["taken"] += len(logged)
+        self.changelog_files["rewritten"] += sum(f.log is not None for f in staged) - len(logged)
+        done = [f.path for f in staged if f not in logged]  # files whose rows the batch's own file has
         if self._pool is None:
             changelog.commit(batch_id)
-            _unlink(staged)
+            _unlink(done)
             self._apply([table], [batch_id])
             return
         with self._cond:  # room in the queue (a failure of the apply loop ends the wait)
             self._cond.wait_for(lambda: len(self._queue) < self.max_queued or self._pending is None)
         self._raise_failure()
         changelog.commit(batch_id)
-        _unlink(staged)
+        _unlink(done)
         with self._cond:
             self._queue.append((table, batch_id))
             if self._pending is None:
@@ -300,6 +308,7 @@ class ChangeApplier:
         self._caught_up = False
         stage = stage_dir(self.root)
         _unlink(stage / name for name in stage.listdir())  # rows staged for batches that never committed
+        self._changelog.clear_unnamed()  # and the change-log files executors wrote for them
         applied = batch_ids(self._state / "applied")
         last = applied[-1] if applied else -1
         self._schema_batch = (
@@ -468,6 +477,26 @@ def stage_dir(target_dir: str | Path | LakePath) -> LakePath:
     """Where the pipeline into ``target_dir`` has executors stage their rows (the source's
     ``stage``): the micro-batch's rows come from there (``expand_staged``)."""
     return lake_path(target_dir) / "_pycanal" / "stage"
+
+
+def _logged(staged: Staged, changelog: LakePath, batch_id: int) -> bool:
+    """Whether the staged file is a change-log data file written for this batch, in this change log."""
+    log = staged.log
+    return (
+        log is not None and log.get("batch") == batch_id and staged.path.uri == (changelog / log["path"]).uri
+    )
+
+
+def _without(table: pa.Table, staged: list[Staged]) -> pa.Table:
+    """``table`` without the rows of the ``staged`` files (slices, no copy)."""
+    if not staged:
+        return table
+    parts, start = [], 0
+    for f in sorted(staged, key=lambda f: f.start):
+        parts.append(table.slice(start, f.start - start))
+        start = f.start + f.rows
+    parts.append(table.slice(start))
+    return pa.concat_tables(parts)
 
 
 def _unlink(paths: Any) -> None:

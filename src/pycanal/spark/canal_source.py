@@ -89,8 +89,22 @@ __all__ = ["CanalDataSource", "CanalPartition", "CanalStreamReader"]
 
 _BATCH_ROWS = 8192  # rows per Arrow batch out of read()
 _MIN_PART_BYTES = 32 * 1024  # smaller parts are not worth a task
-# Before every position: the first batch starts at the server's cursor.
-INITIAL_OFFSET: dict[str, Any] = {"file": "", "pos": 0, "k": -1}
+# Before every position: the first batch starts at the server's cursor. ``batch``: the number
+# of the micro-batch ending at an offset (``_numbered``).
+INITIAL_OFFSET: dict[str, Any] = {"file": "", "pos": 0, "k": -1, "batch": -1}
+
+
+def _numbered(start: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
+    """``end`` numbered as the micro-batch after ``start``'s, or ``start`` itself where it is the
+    same offset (no micro-batch). Spark numbers micro-batches as their offsets come, from 0 at
+    the initial offset, so the number is the batch id ``foreachBatch`` will get -- unless the
+    query reads another source beside this one, which the applier sees and then writes the
+    executors' change-log rows itself. A checkpoint without numbers stays without."""
+    if "batch" not in start:
+        return end
+    if {k: v for k, v in end.items() if k != "batch"} == {k: v for k, v in start.items() if k != "batch"}:
+        return start
+    return {**end, "batch": int(start["batch"]) + 1}
 
 
 def _feed_module() -> ModuleType:
@@ -196,7 +210,7 @@ class CanalStreamReader(DataSourceStreamReader):
         if self.opts.snapshot is not None:
             step = _snapshot().snapshot_step(self.opts.snapshot, self._snapshot_planner(), start)
             if step is not None:
-                return step  # tables declared: nothing of the stream in this micro-batch
+                return _numbered(start, step)  # tables declared: nothing of the stream in this micro-batch
         feed = self._runner()
         feed.sync(self._offset(start))
         end, idle = feed.plan()
@@ -211,7 +225,7 @@ class CanalStreamReader(DataSourceStreamReader):
             out = dict(start)
         if self.opts.snapshot is not None:
             out["snap"] = _snapshot().snap_after(self._snapshot_planner(), start)
-        return out
+        return _numbered(start, out)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """For Spark's progress (``sources[].latestOffset``): the last entry received, how many

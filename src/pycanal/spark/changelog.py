@@ -13,6 +13,10 @@ log exactly when the log's latest version of ``APP_ID`` is at least its id, so a
 committed batch is a no-op and a replay of one that crashed before its entry writes the same file
 again. One file a batch, not one a table: at 200 tables, a micro-batch of 5,000 rows written as a
 file per table took 90 ms of CPU with delta-rs against 1.6 ms for one file (docs/spark.md).
+A snapshot chunk's rows are written by the executor that read them, as a file of their own that
+no entry names yet (``write_unnamed``: ``date=<day>/batch-<batch>-<id>.parquet``), and the batch's
+entry adds it beside the batch's file (``write``'s ``files``): the driver no longer encodes them.
+A batch that never committed leaves such files unnamed; ``clear_unnamed`` deletes them.
 
 ``fold`` (the applier runs it every ``Maintenance.fold_every`` applied batches) clusters the
 table: the batch files of a day are rewritten into one file per table,
@@ -39,6 +43,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -61,7 +66,15 @@ from .delta.log import LogState
 from .delta.rs import delta_table, is_delta_table, storage
 from .rows import ARROW_SCHEMA
 
-__all__ = ["APP_ID", "CHANGELOG_SCHEMA", "ChangeLog", "ChangeLogError", "batch_ids", "last_change_times"]
+__all__ = [
+    "APP_ID",
+    "CHANGELOG_SCHEMA",
+    "ChangeLog",
+    "ChangeLogError",
+    "batch_ids",
+    "last_change_times",
+    "write_unnamed",
+]
 
 APP_ID = "pycanal-changelog"
 # The data files' columns; the table's add the partition column ``date``.
@@ -72,7 +85,7 @@ _TABLE_SCHEMA = CHANGELOG_SCHEMA.append(pa.field("date", pa.date32()))
 _ENGINE = f"pycanal-{__version__}"
 log = logging.getLogger(__name__)
 _PART = re.compile(r"date=([0-9-]+)/part-(\d{20})-(\d{20})-(\d+)-[0-9a-f]+\.parquet")
-_BATCH = re.compile(r"date=([0-9-]+)/batch-(\d{20})\.parquet")
+_BATCH = re.compile(r"date=([0-9-]+)/batch-(\d{20})(-[0-9a-f]{32})?\.parquet")
 # What the writer keeps exact statistics of: the cluster key, and what readers select batches by.
 _BOUNDED = ("table_name", "op", "batch_id")
 # Writer features whose rules this writer keeps (an invariant on a column it refuses itself).
@@ -147,6 +160,33 @@ def _days(rows: pa.Table) -> list[tuple[str, pa.Table]]:
     if low == high:
         return [(f"{low.as_py():%Y-%m-%d}", rows)]
     return [(f"{d:%Y-%m-%d}", rows.filter(pc.equal(days, d))) for d in pc.unique(days).to_pylist()]
+
+
+def _log_table(rows: pa.Table, batch_id: int) -> pa.Table:
+    """Change rows as the change log's data files hold them."""
+    return pa.Table.from_arrays(
+        [_table_names(rows), *rows.select(ARROW_SCHEMA.names).columns,
+         pa.repeat(pa.scalar(batch_id, pa.int64()), rows.num_rows)],
+        schema=CHANGELOG_SCHEMA,
+    )  # fmt: skip
+
+
+def write_unnamed(target_dir: str | LakePath, rows: pa.Table, batch_id: int) -> dict[str, Any] | None:
+    """Write change rows of micro-batch ``batch_id`` (``ARROW_SCHEMA``, in position order, one UTC
+    day) as a data file of the change log of the lake ``target_dir`` that no log entry names yet:
+    what ``ChangeLog.write`` takes as one of the batch's ``files`` (an executor's part of the batch:
+    ``path`` under the change log, ``date``, ``size``, ``stats``, ``batch``). None without rows, or
+    for rows of several days."""
+    if not rows.num_rows:
+        return None
+    days = _days(rows)
+    if len(days) != 1:
+        return None
+    day = days[0][0]
+    rel = f"date={day}/batch-{batch_id:020d}-{uuid.uuid4().hex}.parquet"
+    data = _log_table(rows, batch_id)
+    size = _write_parquet(lake_path(target_dir) / "changelog" / rel, data)
+    return {"path": rel, "date": day, "size": size, "stats": _stats(data), "batch": batch_id}
 
 
 def _add(rel: str, day: str, size: int, stats: str, now: int, data_change: bool) -> dict[str, Any]:
@@ -290,22 +330,20 @@ class ChangeLog:
             txn = self._replayed().txns.get(APP_ID)
         return None if txn is None else int(txn["version"])
 
-    def write(self, rows: pa.Table, batch_id: int) -> None:
+    def write(self, rows: pa.Table, batch_id: int, files: Sequence[dict[str, Any]] = ()) -> None:
         """Start writing the batch's change rows (``ARROW_SCHEMA``, in position order) into its
-        files, in the background; ``commit`` waits for them."""
+        files, in the background; ``commit`` waits for them and adds ``files`` (the batch's rows
+        written by executors, ``write_unnamed``) too."""
         self._create()
-        data = pa.Table.from_arrays(
-            [_table_names(rows), *rows.select(ARROW_SCHEMA.names).columns,
-             pa.repeat(pa.scalar(batch_id, pa.int64()), rows.num_rows)],
-            schema=CHANGELOG_SCHEMA,
-        )  # fmt: skip
+        data = _log_table(rows, batch_id)
 
         def write() -> list[dict[str, Any]]:
             now = int(time.time() * 1000)
-            adds = []
-            for day, part in _days(data):
-                rel = f"date={day}/batch-{batch_id:020d}.parquet"
-                adds.append(_add(rel, day, _write_parquet(self.dir / rel, part), _stats(part), now, True))
+            adds = [_add(f["path"], f["date"], f["size"], f["stats"], now, True) for f in files]
+            if data.num_rows:
+                for day, part in _days(data):
+                    rel = f"date={day}/batch-{batch_id:020d}.parquet"
+                    adds.append(_add(rel, day, _write_parquet(self.dir / rel, part), _stats(part), now, True))
             return adds
 
         self._written = _writer().submit(write)
@@ -324,6 +362,21 @@ class ChangeLog:
             return int(state.txns.get(APP_ID, {}).get("version", -1)) >= batch_id
 
         self._commit([{"commitInfo": info}, txn, *adds], done)
+
+    def clear_unnamed(self) -> int:
+        """Delete the executors' files (``write_unnamed``) of batches after the last committed one:
+        batches that never committed (a replay writes new ones). How many. Files of committed
+        batches that no entry names are left: a removed file may be kept for time travel."""
+        last = self.last_batch()
+        last = -1 if last is None else last
+        n = 0
+        for day in (d for d in self.dir.listdir() if d.startswith("date=")):
+            for name in (self.dir / day).listdir():
+                m = _BATCH.fullmatch(f"{day}/{name}")
+                if m is not None and m.group(3) and int(m.group(2)) > last:
+                    (self.dir / day / name).unlink()
+                    n += 1
+        return n
 
     # ------------------------------------------------------------------ readers
     def _files(self, state: LogState) -> list[tuple[str, dict[str, Any]]]:

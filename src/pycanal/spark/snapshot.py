@@ -230,14 +230,22 @@ class SnapshotPlanner:
 
 class SnapshotPartition(InputPartition):
     """One chunk, ``[schema, table, lower, upper]`` as the offset has it; or (``schema``) the
-    CREATE TABLE statements of the snapshot's tables, ``[[schema, table], ...]``."""
+    CREATE TABLE statements of the snapshot's tables, ``[[schema, table], ...]``. ``batch``: the
+    micro-batch's number where its offset has one (a chunk's rows then go to the change log as
+    a file of that batch, ``changelog.write_unnamed``)."""
 
     def __init__(
-        self, index: int, chunk: list | None = None, schema: list | None = None, slot: int = 0
+        self,
+        index: int,
+        chunk: list | None = None,
+        schema: list | None = None,
+        slot: int = 0,
+        batch: int | None = None,
     ) -> None:
         super().__init__(index)
         self.chunk, self.schema = chunk, schema
         self.slot = slot  # the chunk's place in its micro-batch: which of the replica ids it uses
+        self.batch = batch
 
 
 def snapshot_partitions(start: dict[str, Any], end: dict[str, Any], first: int) -> list[SnapshotPartition]:
@@ -247,4 +255,7 @@ def snapshot_partitions(start: dict[str, Any], end: dict[str, Any], first: int) 
         return []
     if "schema" in snap:
         return [SnapshotPartition(first, schema=snap["schema"])]
-    return [SnapshotPartition(first + i, chunk=c, slot=i) for i, c in enumerate(snap.get("read", []))]
+    batch = end.get("batch")
+    return [
+        SnapshotPartition(first + i, chunk=c, slot=i, batch=batch) for i, c in enumerate(snap.get("read", []))
+    ]

@@ -1,9 +1,10 @@
 """The executors' side of ``format("canal")``'s initial snapshot (:mod:`pycanal.spark.snapshot`
 plans it): a partition's chunk read from the source with its binlog window, or the tables'
-CREATE TABLE rows; the chunk's READ rows staged and, with ``snapshotLake``, written as a data file
-of its current-state table. Its own module: the query's runner plans chunks and reads none, and
-this side's imports (the window's binlog reader, Arrow compute, the stage) were 0.07 s of the
-runner's 0.12 s import of the snapshot, on the query's start-up path."""
+CREATE TABLE rows. With ``snapshotLake`` the chunk's rows are also written as a data file of its
+current-state table, and they are staged as a data file of the change log (of their micro-batch,
+where its offset numbers it) or else in the stage. Its own module: the query's runner plans
+chunks and reads none, and this side's imports (the window's binlog reader, Arrow compute, the
+stage) were 0.07 s of the runner's 0.12 s import of the snapshot, on the query's start-up path."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ from pycanal.snapshot.window import ChunkColumns, read_chunk_window
 from pycanal.storage import LakePath
 
 from .canal_options import SnapshotOptions
-from .rows import RowPosition
+from .rows import ARROW_SCHEMA, RowPosition
 from .snapshot import SnapshotPartition, decode_key
 from .snapshot_rows import SnapshotRows
-from .stage import stage_rows
+from .stage import stage_rows, staged_row
 
 __all__ = ["read_snapshot_partition"]
 
@@ -63,9 +64,21 @@ def read_snapshot_partition(
         yield from batches
         return
     at = RowPosition(read.file, read.pos, 0, None)
-    staged = stage_rows(
-        stage, batches, read.table.schema, read.table.name, at, datetime.fromtimestamp(read.seconds, UTC)
-    )
+    when = datetime.fromtimestamp(read.seconds, UTC)
+    database, name = read.table.schema, read.table.name
+    if opts.lake is not None and partition.batch is not None:
+        # The change log's file of the chunk, written here: the driver commits it as it is.
+        from .changelog import write_unnamed
+
+        rows = pa.Table.from_batches(list(batches), ARROW_SCHEMA)
+        log = write_unnamed(opts.lake, rows, partition.batch)
+        if log is not None:
+            yield staged_row(
+                opts.lake / "changelog" / log["path"], rows.num_rows, database, name, at, when, log
+            )
+            return
+        batches = iter(rows.to_batches())
+    staged = stage_rows(stage, batches, database, name, at, when)
     if staged is not None:
         yield staged
 

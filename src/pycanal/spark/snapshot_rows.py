@@ -21,7 +21,9 @@ from pycanal.snapshot.chunks import EXACT_RANGE_TYPES
 from pycanal.snapshot.reader import ChunkRead, SchemaRead, decoded
 from pycanal.snapshot.window import ChunkColumns
 
+from .arrow import arange
 from .rows import (
+    ARROW_SCHEMA,
     CHUNK,
     SNAPSHOT_DDL,
     Builder,
@@ -108,13 +110,24 @@ class SnapshotRows(RowSource["ChunkRead | ChunkColumns | SchemaRead"]):
                     m = min(rows_per_batch, n - a)
                     nulls = pa.nulls(m, pa.string())
                     yield record_batch(
-                        ["READ"] * m, [t.schema] * m, [t.name] * m, pks.slice(a, m) if pks is not None else nulls, nulls,
-                        afters.slice(a, m), [read.file] * m, [read.pos] * m, range(first + a, first + a + m), nulls,
-                        [read.seconds * 1_000_000] * m, nulls, nulls,
+                        _same("READ", m), _same(t.schema, m), _same(t.name, m),
+                        pks.slice(a, m) if pks is not None else nulls, nulls, afters.slice(a, m),
+                        _same(read.file, m), _same(read.pos, m, pa.int64()),
+                        pc.add(arange(m), first + a).cast(pa.int32()), nulls,
+                        _same(read.seconds * 1_000_000, m, _TS), nulls, nulls,
                     )  # fmt: skip
             chunk = self._chunk_run(read, bounds)
             if chunk is not None:
                 yield from run_batches([chunk], 1)
+
+
+_TS, _TEXT = ARROW_SCHEMA.field("ts").type, pa.string()
+
+
+def _same(value: Any, n: int, kind: pa.DataType = _TEXT) -> pa.Array:
+    """``value`` ``n`` times: a chunk's columns that one value fills (built from a Python list of
+    8,192 copies: 4.8 ms a batch against 0.5 ms, ~0.5 us a snapshot row)."""
+    return pa.repeat(pa.scalar(value, kind), n)
 
 
 def _chunk_bounds(read: ChunkRead | ChunkColumns) -> dict | None:

@@ -10,6 +10,10 @@ the file's path). ``ChangeApplier`` puts the file's rows in that row's place (``
 before the change log and the current state see the batch, and deletes the file once the batch's
 change log is committed. A replayed micro-batch reads its partitions again, into new files; a new
 applier empties the stage before its first batch (files of batches that never committed).
+
+A snapshot chunk's rows are staged as a change-log data file instead (``changelog.write_unnamed``,
+the ``STAGED`` row's ``after`` then has its ``log`` entry): the change log takes the file as it is
+when it was written for the batch being applied, and the driver reads it only for the current state.
 """
 
 from __future__ import annotations
@@ -17,17 +21,19 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from pycanal.storage import LakePath, lake_path
 
 from .rows import ARROW_SCHEMA, ChangeRow, RowPosition, to_record_batch
 
-__all__ = ["STAGED", "expand_staged", "read_staged", "stage_file", "stage_rows"]
+__all__ = ["STAGED", "Staged", "expand_staged", "read_staged", "stage_file", "stage_rows", "staged_row"]
 
 STAGED = "STAGED"
 
@@ -56,33 +62,71 @@ def stage_rows(
     path, n = written
     if at is None:
         at = RowPosition(**first["position"])
-    marker = ChangeRow(STAGED, database, table, None, None, json.dumps({"rows": n}), at, when or first["ts"],
-                       str(path), None)  # fmt: skip
+    return staged_row(path, n, database, table, at, when or first["ts"])
+
+
+def staged_row(
+    path: LakePath,
+    rows: int,
+    database: str | None,
+    table: str | None,
+    at: RowPosition,
+    when: datetime,
+    log: dict[str, Any] | None = None,
+) -> pa.RecordBatch:
+    """The ``STAGED`` row of ``rows`` change rows in ``path`` (``log``: the file is a change-log
+    data file, its ``changelog.write_unnamed`` entry)."""
+    info: dict[str, Any] = {"rows": rows} if log is None else {"rows": rows, "log": log}
+    marker = ChangeRow(STAGED, database, table, None, None, json.dumps(info), at, when, str(path), None)
     return to_record_batch([marker])
 
 
-def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[LakePath]]:
+@dataclass(frozen=True)
+class Staged:
+    """A staged file ``expand_staged`` read: where its ``rows`` rows are in the table it gave
+    (from ``start``), and ``log``, the entry of a change-log data file (else None)."""
+
+    path: LakePath
+    start: int
+    rows: int
+    log: dict[str, Any] | None
+
+
+def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Staged]]:
     """``rows`` with each ``STAGED`` row replaced by the rows of its file, and the files."""
     op = rows.column("op")
     staged = pc.indices_nonzero(pc.equal(op, STAGED).fill_null(False)).to_pylist()
     if not staged:
         return rows, []
-    parts, files, start = [], [], 0
+    parts, files, start, at = [], [], 0, 0
     paths, infos = rows.column("sql"), rows.column("after")
     for i in staged:
         path = lake_path(paths[i].as_py())
-        chunk = read_staged(path)
-        want = json.loads(infos[i].as_py())["rows"]
-        if chunk.num_rows != want or chunk.schema != ARROW_SCHEMA:
+        info = json.loads(infos[i].as_py())
+        log = info.get("log")
+        chunk = read_staged(path) if log is None else _read_logged(path)
+        if chunk.num_rows != info["rows"] or chunk.schema != ARROW_SCHEMA:
             raise RuntimeError(
                 f"the rows staged in {path} are {chunk.num_rows} rows of {chunk.schema}, its STAGED row "
-                f"says {want} rows of the change-row schema"
+                f"says {info['rows']} rows of the change-row schema"
             )
         parts += [rows.slice(start, i - start), chunk]
-        files.append(path)
+        at += i - start
+        files.append(Staged(path, at, chunk.num_rows, log))
+        at += chunk.num_rows
         start = i + 1
     parts.append(rows.slice(start))
     return pa.concat_tables(parts), files
+
+
+def _read_logged(path: LakePath) -> pa.Table:
+    """The change rows of a change-log data file an executor wrote."""
+    try:
+        with path.input_file() as source:
+            table = pq.read_table(source, columns=ARROW_SCHEMA.names)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise RuntimeError(f"the rows staged in {path} cannot be read: {exc}") from None
+    return table.cast(ARROW_SCHEMA)
 
 
 def stage_file(
