@@ -145,3 +145,28 @@ def test_workers_have_only_the_package_jars_that_hold_python_on_their_path(spark
     assert found and all(any(n.endswith(".py") for n in zipfile.ZipFile(j).namelist()) for j in found), found
     assert any("delta-spark" in os.path.basename(j) for j in found), found
     assert not [p for p in sys.path if p.endswith(".jar") and p not in found and "userFiles" in p]
+
+
+def test_the_worker_daemon_forks_with_the_reads_modules_imported(spark: Any) -> None:  # noqa: F811
+    """The task workers' daemon is pycanal's, which imports what pycanal's reads use (and
+    pyarrow's pandas check) and freezes them before it forks; other daemons preload nothing."""
+    from pycanal.spark.daemon import PRELOAD
+
+    def probe(_: Any) -> list[Any]:
+        import gc
+        import os
+        import sys
+
+        with open(f"/proc/{os.getppid()}/cmdline") as f:
+            parent = f.read().split("\0")
+        return [parent, gc.get_freeze_count() > 0, [m for m in PRELOAD if m in sys.modules]]
+
+    [(parent, frozen, loaded)] = spark.sparkContext.parallelize([0], 1).map(probe).collect()
+    assert parent[1:4] == ["-m", "pycanal.spark.daemon", "pyspark.worker"]
+    assert frozen and loaded == list(PRELOAD)
+    code = (
+        "import sys, gc; from pycanal.spark.daemon import preload; preload(); "
+        "print(gc.get_freeze_count() > 0, 'pandas' in sys.modules, 'pycanal.spark.chunk_files' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "True"]

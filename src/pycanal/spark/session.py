@@ -425,6 +425,7 @@ def spark_session(
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.python.daemon.module", "pycanal.spark.daemon")  # workers fork with imports done
             .config(map=delta_options())
             .config(map=local_options(master))
             .config(map=dict(conf or {}))
