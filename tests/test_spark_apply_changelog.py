@@ -298,3 +298,36 @@ def test_commit_waits_for_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     with pytest.raises(OSError, match="No space left"):
         log.commit(3)
     assert not log.committed(3)
+
+
+def test_an_executors_file_is_committed_beside_the_batchs_own_and_kept_by_a_fold(tmp_path: Path) -> None:
+    """A file an executor wrote for batch 2 (``write_unnamed``) is added by batch 2's commit as it
+    is; the batch reads in position order with it; a fold clusters the batches' own files and
+    leaves it; a new applier's ``clear_unnamed`` deletes the files of batches never committed."""
+    from pycanal.spark.changelog import write_unnamed
+
+    log = ChangeLog(tmp_path)
+    commit(log, 1, [change(n, "shop", "order", DAY) for n in range(10)])
+    chunk = [change(n, "shop", "item", DAY, offset=100) for n in range(50)]
+    info = write_unnamed(tmp_path, pa.Table.from_batches([to_record_batch(chunk)]), 2)
+    assert info is not None and info["path"].startswith(f"date=2026-11-21/batch-{2:020d}-")
+    own = [change(n, "shop", "order", DAY, offset=50 + n) for n in range(10, 20)]
+    log.write(pa.Table.from_batches([to_record_batch(own)]), 2, [info])
+    log.commit(2)
+    added = [a["add"]["path"] for a in entries(log)[-1] if "add" in a]
+    assert sorted(added) == sorted([info["path"], f"date=2026-11-21/batch-{2:020d}.parquet"])
+    assert positions(log) == [*range(10), *range(10, 20), *range(50)]  # batch, then position order
+    assert (
+        log.batches(-1) == [1, 2] and log.rows() == 70 and sorted(delta_rows(log)) == sorted(positions(log))
+    )
+
+    assert log.fold(2) == {"through": 2, "batches": 2, "rows": 20, "written": 1, "retired": 2}
+    live = sorted(str(p.relative_to(log.dir)) for p in log.files())
+    assert info["path"] in live and len(live) == 2  # the order table's part, and the item chunk as it was
+    assert positions(log) == [*range(10), *range(10, 20), *range(50)]
+
+    never = write_unnamed(tmp_path, pa.Table.from_batches([to_record_batch(chunk)]), 3)
+    stray = write_unnamed(tmp_path, pa.Table.from_batches([to_record_batch(chunk)]), 2)  # a task's retry
+    assert log.clear_unnamed() == 1
+    assert not (log.dir / never["path"]).exists() and (log.dir / stray["path"]).exists()
+    assert log.rows() == 70

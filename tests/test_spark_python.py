@@ -168,5 +168,7 @@ def test_the_worker_daemon_forks_with_the_reads_modules_imported(spark: Any) -> 
         "import sys, gc; from pycanal.spark.daemon import preload; preload(); "
         "print(gc.get_freeze_count() > 0, 'pandas' in sys.modules, 'pycanal.spark.chunk_files' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["True", "True", "True"]

@@ -16,7 +16,8 @@ file per table took 90 ms of CPU with delta-rs against 1.6 ms for one file (docs
 A snapshot chunk's rows are written by the executor that read them, as a file of their own that
 no entry names yet (``write_unnamed``: ``date=<day>/batch-<batch>-<id>.parquet``), and the batch's
 entry adds it beside the batch's file (``write``'s ``files``): the driver no longer encodes them.
-A batch that never committed leaves such files unnamed; ``clear_unnamed`` deletes them.
+A fold leaves such a file as it is (one table's rows in position order already). A batch that
+never committed leaves such files unnamed; ``clear_unnamed`` deletes them.
 
 ``fold`` (the applier runs it every ``Maintenance.fold_every`` applied batches) clusters the
 table: the batch files of a day are rewritten into one file per table,
@@ -464,7 +465,7 @@ class ChangeLog:
         batches: dict[str, list[str]] = {}
         for rel, _ in files:
             m = _BATCH.fullmatch(rel)
-            if m is not None and int(m.group(2)) <= upto:
+            if m is not None and not m.group(3) and int(m.group(2)) <= upto:  # executors' files: one table's
                 batches.setdefault(m.group(1), []).append(rel)
         if not batches:
             return None
