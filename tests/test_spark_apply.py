@@ -1024,6 +1024,19 @@ def test_the_stream_before_a_snapshot_declaration_is_left_to_the_chunks(tmp_path
     assert current_rows(tmp_path, "shop", "item", "sku, n")[1] == [(b"a", 1, "read", 5), (b"b", 1, "new", 6)]
 
 
+def all_types_chunks(mariadb: PrivateMariaDB, all_types: tuple) -> tuple[str, Any, list[Any]]:
+    """The all-types table's database, its ``read_schema`` and its chunks of 13 rows, read."""
+    from pycanal.snapshot import describe, plan_chunks, read_chunk, read_schema
+    from pycanal.snapshot.reader import connect
+
+    db, _ = all_types
+    p = mariadb.repl_params()
+    with connect(p["host"], p["port"], p["user"], p["password"]) as conn:
+        schema = read_schema(conn, [(db, "t_all_types")])
+        t = describe(conn, db, "t_all_types")
+        return db, schema, [read_chunk(conn, t, c) for c in plan_chunks(conn, t, 13)]
+
+
 def test_staged_snapshot_chunks_apply_as_their_rows(
     mariadb: PrivateMariaDB, all_types: tuple, tmp_path: Path
 ) -> None:
@@ -1031,8 +1044,6 @@ def test_staged_snapshot_chunks_apply_as_their_rows(
     rows, so the lake and the change log are what the rows themselves give. The files go once their
     batch is committed, leftovers of batches that never committed at the next start, and a missing
     file fails the batch naming it."""
-    from pycanal.snapshot import describe, plan_chunks, read_chunk, read_schema
-    from pycanal.snapshot.reader import connect
     from pycanal.spark.apply import stage_dir
     from pycanal.spark.snapshot_rows import SnapshotRows
     from pycanal.spark.stage import STAGED, stage_rows
@@ -1040,12 +1051,7 @@ def test_staged_snapshot_chunks_apply_as_their_rows(
     def _stage(stage: Path, r: Any, batches: Any) -> pa.RecordBatch:
         return stage_rows(stage, batches, r.table.schema, r.table.name, RowPosition(r.file, r.pos, 0, None))
 
-    db, _ = all_types
-    p = mariadb.repl_params()
-    with connect(p["host"], p["port"], p["user"], p["password"]) as conn:
-        schema = read_schema(conn, [(db, "t_all_types")])
-        t = describe(conn, db, "t_all_types")
-        reads = [read_chunk(conn, t, c) for c in plan_chunks(conn, t, 13)]
+    db, schema, reads = all_types_chunks(mariadb, all_types)
     stage = stage_dir(tmp_path)
     (stage / "left-by-a-failed-task.arrow").write_bytes(b"partial")
     applier = ChangeApplier(tmp_path, zero_dates="null")
@@ -1076,8 +1082,6 @@ def test_chunks_staged_as_change_log_files_are_committed_as_they_are(
     batch's entry adds those files as they are, the lake and the change log are what the rows
     give; a file written for another batch than the one it comes in is written again by the
     driver and deleted; files of a batch that never committed go at the next start."""
-    from pycanal.snapshot import describe, plan_chunks, read_chunk, read_schema
-    from pycanal.snapshot.reader import connect
     from pycanal.spark.changelog import write_unnamed
     from pycanal.spark.snapshot_rows import SnapshotRows
     from pycanal.spark.stage import staged_row
@@ -1090,12 +1094,7 @@ def test_chunks_staged_as_change_log_files_are_committed_as_they_are(
         path = changelog.dir / log["path"]
         return staged_row(path, rows.num_rows, r.table.schema, r.table.name, at, when, log), log
 
-    db, _ = all_types
-    p = mariadb.repl_params()
-    with connect(p["host"], p["port"], p["user"], p["password"]) as conn:
-        schema = read_schema(conn, [(db, "t_all_types")])
-        t = describe(conn, db, "t_all_types")
-        reads = [read_chunk(conn, t, c) for c in plan_chunks(conn, t, 13)]
+    db, schema, reads = all_types_chunks(mariadb, all_types)
     changelog = ChangeLog(tmp_path)
     _, never = _logged(reads[0], 9)  # a batch that never committed
     applier = ChangeApplier(tmp_path, zero_dates="null")
