@@ -320,6 +320,8 @@ def into_lake(args: argparse.Namespace, db: PrivateMariaDB, table: str, tmp: Pat
             "rows": sum(r[3] for r in rounds),
             # chunks whose executor-written files were committed as they are / left for their READ rows
             "chunk_files": dict(pipeline.applier.chunk_files),
+            # chunks whose executor-written change-log files were committed as they are / written again
+            "changelog_files": dict(pipeline.applier.changelog_files),
         },
     }
 
