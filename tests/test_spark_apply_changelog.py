@@ -328,6 +328,13 @@ def test_an_executors_file_is_committed_beside_the_batchs_own_and_kept_by_a_fold
 
     never = write_unnamed(tmp_path, pa.Table.from_batches([to_record_batch(chunk)]), 3)
     stray = write_unnamed(tmp_path, pa.Table.from_batches([to_record_batch(chunk)]), 2)  # a task's retry
-    assert log.clear_unnamed() == 1
-    assert not (log.dir / never["path"]).exists() and (log.dir / stray["path"]).exists()
+
+    def dated(days: int) -> dict:
+        rows = [change(n, "shop", "item", DAY - dt.timedelta(days=days), offset=100) for n in range(5)]
+        return write_unnamed(tmp_path, pa.Table.from_batches([to_record_batch(rows)]), 3)
+
+    eve, older = dated(1), dated(2)  # the day before the latest committed day is listed, no older one
+    assert log.clear_unnamed() == 2
+    assert not (log.dir / never["path"]).exists() and not (log.dir / eve["path"]).exists()
+    assert (log.dir / stray["path"]).exists() and (log.dir / older["path"]).exists()
     assert log.rows() == 70

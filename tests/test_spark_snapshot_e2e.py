@@ -167,7 +167,7 @@ def chunk_files(lake: Path) -> tuple[list[Path], list[Path]]:
     return taken, left
 
 
-def executor_log_files(lake: Path) -> tuple[set[str], set[str]]:
+def executor_log_files(lake: Path | LakePath) -> tuple[set[str], set[str]]:
     """The change log's data files executors wrote (``batch-<id>-<hex>.parquet``): those a log
     entry added, and those on disk of committed batches that none did."""
     log = ChangeLog(lake)
@@ -393,6 +393,7 @@ def test_ad_hoc_snapshot_of_a_table_newly_added_to_the_filter(
         requests = (lake / "_pycanal" / "snapshot-requests").listdir()
         assert not [n for n in requests if n.endswith(".json")], "the request was not taken"
         assert stage_dir(lake).listdir() == []  # the staged chunks went with their batches' commits
+        assert executor_log_files(lake)[0], "no chunk's change-log file was committed as it is on S3"
     finally:
         writer.stop.set()
         if thread.is_alive():

@@ -367,11 +367,17 @@ class ChangeLog:
     def clear_unnamed(self) -> int:
         """Delete the executors' files (``write_unnamed``) of batches after the last committed one:
         batches that never committed (a replay writes new ones). How many. Files of committed
-        batches that no entry names are left: a removed file may be kept for time travel."""
-        last = self.last_batch()
-        last = -1 if last is None else last
+        batches that no entry names are left: a removed file may be kept for time travel. Only
+        the days from the day before the latest committed one are listed (a chunk's rows are
+        dated when they are read, after every commit before them): one listing a day on S3."""
+        state = self.state()
+        txn = state.txns.get(APP_ID)
+        last = -1 if txn is None else int(txn["version"])
+        days = [_entry_form(a)["partitionValues"].get("date") for a in state.live.values()]
+        latest = max((d for d in days if d), default=None)
+        floor = "" if latest is None else f"date={dt.date.fromisoformat(latest) - dt.timedelta(days=1)}"
         n = 0
-        for day in (d for d in self.dir.listdir() if d.startswith("date=")):
+        for day in (d for d in self.dir.listdir() if d.startswith("date=") and d >= floor):
             for name in (self.dir / day).listdir():
                 m = _BATCH.fullmatch(f"{day}/{name}")
                 if m is not None and m.group(3) and int(m.group(2)) > last:
