@@ -338,3 +338,27 @@ def test_an_executors_file_is_committed_beside_the_batchs_own_and_kept_by_a_fold
     assert not (log.dir / never["path"]).exists() and not (log.dir / eve["path"]).exists()
     assert (log.dir / stray["path"]).exists() and (log.dir / older["path"]).exists()
     assert log.rows() == 70
+
+
+def test_a_batchs_files_read_back_in_the_order_of_their_partitions(tmp_path: Path) -> None:
+    """Chunks of two tables read at one binlog position number their rows from 0 each: a batch
+    read back from the change log (``catch_up`` after a crash) gives such rows in the order of the
+    partitions that wrote them, as the applier first had them, whatever order the log lists the
+    files in."""
+    from pycanal.spark.changelog import write_unnamed
+
+    log = ChangeLog(tmp_path)
+    commit(log, 0, [change(0, "shop", None, DAY)])
+
+    def chunk(table: str, order: int) -> dict:
+        rows = [change(n, "shop", table, DAY, offset=700) for n in range(3)]
+        return write_unnamed(tmp_path, pa.Table.from_batches([to_record_batch(rows)]), 1, order)
+
+    first, second = chunk("b_item", 4), chunk("a_order", 5)  # partitions 4 and 5 of batch 1
+    assert first["path"] < second["path"]
+    log.write(pa.Table.from_batches([to_record_batch([])]), 1, [second, first])  # listed out of order
+    log.commit(1)
+    back = log.read_batch(1)
+    assert back["table"].to_pylist() == ["b_item", "a_order"] * 3
+    expected = _sorted(pa.concat_tables([pq.read_table(log.dir / f["path"]) for f in (first, second)]))
+    assert back["table"].to_pylist() == expected["table"].to_pylist()  # the applier's own order

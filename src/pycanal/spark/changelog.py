@@ -172,19 +172,24 @@ def _log_table(rows: pa.Table, batch_id: int) -> pa.Table:
     )  # fmt: skip
 
 
-def write_unnamed(target_dir: str | LakePath, rows: pa.Table, batch_id: int) -> dict[str, Any] | None:
+def write_unnamed(
+    target_dir: str | LakePath, rows: pa.Table, batch_id: int, order: int = 0
+) -> dict[str, Any] | None:
     """Write change rows of micro-batch ``batch_id`` (``ARROW_SCHEMA``, in position order, one UTC
     day) as a data file of the change log of the lake ``target_dir`` that no log entry names yet:
     what ``ChangeLog.write`` takes as one of the batch's ``files`` (an executor's part of the batch:
     ``path`` under the change log, ``date``, ``size``, ``stats``, ``batch``). None without rows, or
-    for rows of several days."""
+    for rows of several days. ``order``: the partition's place in the micro-batch, first in the
+    file's name: a batch's files are read back in name order, so rows at one position (chunks of
+    several tables read at one binlog position) come back in the order the applier had them
+    first, the order its current-state steps follow when it applies the batch again."""
     if not rows.num_rows:
         return None
     days = _days(rows)
     if len(days) != 1:
         return None
     day = days[0][0]
-    rel = f"date={day}/batch-{batch_id:020d}-{uuid.uuid4().hex}.parquet"
+    rel = f"date={day}/batch-{batch_id:020d}-{order:08x}{uuid.uuid4().hex[:24]}.parquet"
     data = _log_table(rows, batch_id)
     size = _write_parquet(lake_path(target_dir) / "changelog" / rel, data)
     return {"path": rel, "date": day, "size": size, "stats": _stats(data), "batch": batch_id}
@@ -390,7 +395,7 @@ class ChangeLog:
         """(relative path, add) of the live files, the earliest batches first (partition values
         as a dict, as a log entry has them; a checkpoint's are pairs)."""
         files = [(unquote(p), _entry_form(a)) for p, a in state.live.items()]
-        return sorted(files, key=lambda f: _bounds(f[1]))
+        return sorted(files, key=lambda f: (_bounds(f[1]), f[0]))  # a batch's files by name (write_unnamed)
 
     def files(self) -> list[LakePath]:
         """The live data files, the earliest batches first."""

@@ -71,7 +71,7 @@ def read_snapshot_partition(
         from .changelog import write_unnamed
 
         rows = pa.Table.from_batches(list(batches), ARROW_SCHEMA)
-        log = write_unnamed(opts.lake, rows, partition.batch)
+        log = write_unnamed(opts.lake, rows, partition.batch, partition.value)  # its place in the batch
         if log is not None:
             yield staged_row(
                 opts.lake / "changelog" / log["path"], rows.num_rows, database, name, at, when, log
