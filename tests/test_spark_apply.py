@@ -23,6 +23,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
@@ -1121,6 +1122,67 @@ def test_chunks_staged_as_change_log_files_are_committed_as_they_are(
     again = changelog.read_batch(2)
     assert again.num_rows == len(reads[1].rows) + 1 and set(again["op"].to_pylist()) == {"READ", "CHUNK"}
     assert changelog.batches(0) == [1, 2]
+
+
+def test_chunks_read_without_their_images_where_their_files_are_taken(
+    mariadb: PrivateMariaDB, all_types: tuple, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A chunk's change-log file whose CHUNK row names a current-state file is read without its
+    READ rows' images; where the table takes the file nothing else is needed, and where it does
+    not (a table without deletion vectors) the batch is applied again as the change log has it.
+    Either way the lake is the source's and the change log has every row with its image."""
+    import logging
+
+    from pycanal.snapshot import describe, plan_chunks, read_chunk
+    from pycanal.snapshot.reader import connect, show_create
+    from pycanal.spark.changelog import write_unnamed
+    from pycanal.spark.chunk_files import write_chunk_file
+    from pycanal.spark.maintenance import Maintenance
+    from pycanal.spark.snapshot_rows import SnapshotRows
+    from pycanal.spark.stage import expand_staged, staged_row
+    from pycanal.storage import lake_path
+
+    db, schema, _ = all_types_chunks(mariadb, all_types)
+    mariadb.execute(f"CREATE TABLE IF NOT EXISTS {db}.tick (id INT AUTO_INCREMENT PRIMARY KEY)")
+    p = mariadb.repl_params()
+    with connect(p["host"], p["port"], p["user"], p["password"]) as conn:
+        t = describe(conn, db, "t_all_types")
+        with conn.cursor() as cur:
+            create = show_create(cur, db, "t_all_types")
+        reads = []
+        for c in plan_chunks(conn, t, 13):
+            mariadb.execute(f"INSERT INTO {db}.tick VALUES ()")  # each chunk at a position of its own
+            reads.append(read_chunk(conn, t, c))
+    for vectors in (True, False):
+        lake = tmp_path / f"vectors-{vectors}"
+        changelog = ChangeLog(lake)
+        applier = ChangeApplier(lake, zero_dates="null", maintenance=Maintenance(deletion_vectors=vectors))
+        applier(pa.Table.from_batches(list(SnapshotRows().batches([schema]))), 0)
+        markers = []
+        for i, r in enumerate(reads):  # as an executor of batch 1 stages them (snapshot_read)
+
+            def file(read: Any, afters: pa.Array, lake: Path = lake) -> dict | None:
+                return write_chunk_file(lake_path(lake), read, create, afters)
+
+            rows = pa.Table.from_batches(list(SnapshotRows().batches([r], chunk_file=file)))
+            log = write_unnamed(lake, rows, 1, i)
+            log["chunk"] = rows.column("after")[rows.num_rows - 1].as_py()
+            when = dt.datetime.fromtimestamp(r.seconds, dt.UTC)
+            at = RowPosition(r.file, r.pos, 0, None)
+            markers.append(
+                staged_row(changelog.dir / log["path"], rows.num_rows, db, "t_all_types", at, when, log)
+            )
+        lean, _ = expand_staged(pa.Table.from_batches(markers), lambda path, log: True)
+        reads_only = lean.filter(pc.equal(lean["op"], "READ"))
+        assert reads_only.num_rows > 40 and reads_only["after"].null_count == reads_only.num_rows
+        with caplog.at_level(logging.INFO, logger="pycanal.spark.apply"):
+            caplog.clear()
+            applier(pa.Table.from_batches(markers), 1)
+        again = "applying them as the change log has them" in caplog.text
+        assert applier.chunk_files["taken"] == (len(reads) if vectors else 0) and again is not vectors
+        assert assert_same_as_source(mariadb, lake, db, workload.ALL_TYPES) > 40
+        logged = [r for r in read_change_log_rows(lake) if r["op"] == "READ"]
+        assert len(logged) == reads_only.num_rows and all(r["after"] for r in logged)
 
 
 def test_a_snapshot_chunk_deletes_the_rows_of_its_range_the_source_did_not_have(tmp_path: Path) -> None:

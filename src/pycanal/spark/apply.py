@@ -52,7 +52,7 @@ from pycanal.parse.meta import SchemaModel
 from pycanal.storage import LakePath, lake_path
 
 from .arrow import take_in_blocks
-from .batch import ApplyError, BatchRows
+from .batch import ApplyError, BatchRows, ImagesLeftOut
 from .changelog import ChangeLog, batch_ids, last_change_times
 from .cow import Contents
 from .current_state import APP_ID, CurrentState
@@ -204,8 +204,15 @@ class ChangeApplier:
         if changelog.committed(batch_id):
             log.info("micro-batch %d is in the change log already: skipped", batch_id)
             return
-        table, staged = expand_staged(_arrow(batch))
-        logged = [f for f in staged if _logged(f, changelog.dir, batch_id)]
+        # A chunk's change-log file of this batch is read without its images where the current
+        # state may take the chunk's own file (else ImagesLeftOut: _apply reads them then).
+        lean = (
+            partial(_logged, changelog=changelog.dir, batch_id=batch_id)
+            if self.apply_on == "driver"
+            else None
+        )
+        table, staged = expand_staged(_arrow(batch), lean)
+        logged = [f for f in staged if f.log is not None and _logged(f.path, f.log, changelog.dir, batch_id)]
         own = _without(table, logged)  # the rows the change log gets in the batch's own file
         table = _sorted(table)
         self.rows_in[batch_id] = table.num_rows
@@ -330,7 +337,16 @@ class ChangeApplier:
 
     def _apply(self, tables: list[pa.Table], ids: list[int]) -> None:
         """Step 3 of the module docstring for committed batches ``ids`` (consecutive, in order)
-        as one: one MERGE per table, under the last batch's id."""
+        as one: one MERGE per table, under the last batch's id. Where a chunk read without its
+        images is to be applied as rows, the batches again as the change log has them (the same
+        rows in the same order: the steps done are skipped, ``catch_up``'s way)."""
+        try:
+            self._apply_rows(tables, ids)
+        except ImagesLeftOut as exc:
+            log.info("micro-batches %s: %s; applying them as the change log has them", _span(ids), exc)
+            self._apply_rows([_sorted(self._changelog.read_batch(b)) for b in ids], ids)
+
+    def _apply_rows(self, tables: list[pa.Table], ids: list[int]) -> None:
         first, batch_id = ids[0], ids[-1]
         started = time.monotonic()
         schema_batch = self._schema_batch
@@ -479,12 +495,9 @@ def stage_dir(target_dir: str | Path | LakePath) -> LakePath:
     return lake_path(target_dir) / "_pycanal" / "stage"
 
 
-def _logged(staged: Staged, changelog: LakePath, batch_id: int) -> bool:
-    """Whether the staged file is a change-log data file written for this batch, in this change log."""
-    log = staged.log
-    return (
-        log is not None and log.get("batch") == batch_id and staged.path.uri == (changelog / log["path"]).uri
-    )
+def _logged(path: LakePath, log: dict[str, Any], changelog: LakePath, batch_id: int) -> bool:
+    """Whether a staged file is a change-log data file written for this batch, in this change log."""
+    return log.get("batch") == batch_id and path.uri == (changelog / log["path"]).uri
 
 
 def _without(table: pa.Table, staged: list[Staged]) -> pa.Table:

@@ -19,11 +19,16 @@ from pycanal.protocol.position import binlog_file_order
 
 from .rows import CHUNK
 
-__all__ = ["ApplyError", "BatchRows", "position_order"]
+__all__ = ["ApplyError", "BatchRows", "ImagesLeftOut", "position_order"]
 
 
 class ApplyError(RuntimeError):
     """A micro-batch that cannot be applied faithfully (the message says what and where)."""
+
+
+class ImagesLeftOut(Exception):
+    """READ rows read without their images (``stage.expand_staged``'s ``lean``) are to be applied
+    as rows: the chunk's current-state file was not taken. The applier reads the batch again."""
 
 
 class _AsList:
@@ -73,6 +78,17 @@ class BatchRows:
         self.offset = _AsList(position.field("offset"))
         self.chunks = pc.any(pc.equal(self.columns["op"], CHUNK)).as_py() is True  # a snapshot chunk's range
         self.columns.chunked_images = self.chunks
+        self._imageless: pa.Array | None = None  # READ rows read without images (check_images)
+
+    def check_images(self, idx: pa.Array) -> None:
+        """Raise ``ImagesLeftOut`` where a READ row of ``idx`` has no image (a lean read)."""
+        if not self.chunks or not len(idx):
+            return
+        if self._imageless is None:
+            op, after = self.columns["op"], self.columns["after"]
+            self._imageless = pc.and_(pc.equal(op, "READ"), pc.is_null(after)).combine_chunks()
+        if pc.any(self._imageless.take(idx)).as_py():
+            raise ImagesLeftOut(f"READ rows without their images, first at {self.at(idx[0].as_py())}")
 
     def at(self, i: int) -> str:
         """Row ``i``'s binlog position, as messages name it."""

@@ -345,6 +345,7 @@ class CurrentState:
         rest = idx  # the rows but those of the chunks taken as files
         if len(chunks):
             taken, rest, unused = adoptable(plan, target, rows, idx, chunks)
+            rows.check_images(rest)  # a chunk not taken: its READ rows must have their images
             for path in unused:
                 path.unlink()  # a chunk's file the table does not take: its READ rows stand for it
             self._count_chunk_files(0, len(unused))
@@ -376,6 +377,7 @@ class CurrentState:
                     taken, source = [], None
                     for f in files:
                         (target.path / f.name).unlink()
+                    rows.check_images(idx)
                     continue  # the chunks' rows from their images, MERGEd
                 predicate = " AND ".join(f"t.{_q(k)} = s.{_q(k)}" for k in keys)
                 (

@@ -8,6 +8,7 @@ stage) were 0.07 s of the runner's 0.12 s import of the snapshot, on the query's
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -23,7 +24,7 @@ from pycanal.snapshot.window import ChunkColumns, read_chunk_window
 from pycanal.storage import LakePath
 
 from .canal_options import SnapshotOptions
-from .rows import ARROW_SCHEMA, RowPosition
+from .rows import ARROW_SCHEMA, CHUNK, RowPosition
 from .snapshot import SnapshotPartition, decode_key
 from .snapshot_rows import SnapshotRows
 from .stage import stage_rows, staged_row
@@ -73,6 +74,9 @@ def read_snapshot_partition(
         rows = pa.Table.from_batches(list(batches), ARROW_SCHEMA)
         log = write_unnamed(opts.lake, rows, partition.batch, partition.value)  # its place in the batch
         if log is not None:
+            last = rows.slice(rows.num_rows - 1).to_pylist()[0]
+            if last["op"] == CHUNK and "file" in json.loads(last["after"]):
+                log["chunk"] = last["after"]  # the driver may read the file without the READ rows' images
             yield staged_row(
                 opts.lake / "changelog" / log["path"], rows.num_rows, database, name, at, when, log
             )

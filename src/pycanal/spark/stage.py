@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from pycanal.storage import LakePath, lake_path
 
-from .rows import ARROW_SCHEMA, ChangeRow, RowPosition, to_record_batch
+from .rows import ARROW_SCHEMA, CHUNK, ChangeRow, RowPosition, to_record_batch
 
 __all__ = ["STAGED", "Staged", "expand_staged", "read_staged", "stage_file", "stage_rows", "staged_row"]
 
@@ -92,8 +92,12 @@ class Staged:
     log: dict[str, Any] | None
 
 
-def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Staged]]:
-    """``rows`` with each ``STAGED`` row replaced by the rows of its file, and the files."""
+def expand_staged(
+    rows: pa.Table, lean: Callable[[LakePath, dict[str, Any]], bool] | None = None
+) -> tuple[pa.Table, list[Staged]]:
+    """``rows`` with each ``STAGED`` row replaced by the rows of its file, and the files. A
+    snapshot chunk's change-log file for which ``lean(path, log)`` says so is read without its
+    READ rows' images (``after`` null there: ``batch.ImagesLeftOut`` where they are needed)."""
     op = rows.column("op")
     staged = pc.indices_nonzero(pc.equal(op, STAGED).fill_null(False)).to_pylist()
     if not staged:
@@ -104,7 +108,10 @@ def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Staged]]:
         path = lake_path(paths[i].as_py())
         info = json.loads(infos[i].as_py())
         log = info.get("log")
-        chunk = read_staged(path) if log is None else _read_logged(path)
+        if log is None:
+            chunk = read_staged(path)
+        else:
+            chunk = _read_logged(path, log.get("chunk") if lean is not None and lean(path, log) else None)
         if chunk.num_rows != info["rows"] or chunk.schema != ARROW_SCHEMA:
             raise RuntimeError(
                 f"the rows staged in {path} are {chunk.num_rows} rows of {chunk.schema}, its STAGED row "
@@ -119,13 +126,24 @@ def expand_staged(rows: pa.Table) -> tuple[pa.Table, list[Staged]]:
     return pa.concat_tables(parts), files
 
 
-def _read_logged(path: LakePath) -> pa.Table:
-    """The change rows of a change-log data file an executor wrote."""
+_AFTER = ARROW_SCHEMA.get_field_index("after")
+
+
+def _read_logged(path: LakePath, chunk: str | None = None) -> pa.Table:
+    """The change rows of a change-log data file an executor wrote; with ``chunk`` (the image of
+    its last row, a ``CHUNK`` row) without the other rows' images, the bulk of the file."""
+    names = ARROW_SCHEMA.names if chunk is None else [n for n in ARROW_SCHEMA.names if n != "after"]
     try:
         with path.input_file() as source:
-            table = pq.read_table(source, columns=ARROW_SCHEMA.names)
+            table = pq.read_table(source, columns=names)
     except (OSError, pa.ArrowInvalid) as exc:
         raise RuntimeError(f"the rows staged in {path} cannot be read: {exc}") from None
+    if chunk is not None:
+        n = table.num_rows
+        if not n or table.column("op")[n - 1].as_py() != CHUNK:
+            raise RuntimeError(f"the rows staged in {path} do not end with their chunk's CHUNK row")
+        images = pa.concat_arrays([pa.nulls(n - 1, pa.string()), pa.array([chunk], pa.string())])
+        table = table.add_column(_AFTER, "after", images)
     return table.cast(ARROW_SCHEMA)
 
 
