@@ -55,9 +55,10 @@ import servers  # noqa: E402
 from pycanal.snapshot import describe, plan_chunks, read_chunk  # noqa: E402
 from pycanal.snapshot.reader import connect  # noqa: E402
 from pycanal.spark.apply import applied_batch_ids  # noqa: E402
+from pycanal.spark.canal_options import snapshot_requests  # noqa: E402
 from pycanal.spark.current import table_path  # noqa: E402
 from pycanal.spark.delta.tablestate import read_rows  # noqa: E402
-from pycanal.spark.job import snapshot_requests, start_pipeline  # noqa: E402
+from pycanal.spark.job import start_pipeline  # noqa: E402
 from pycanal.spark.maintenance import Maintenance  # noqa: E402
 from pycanal.spark.session import spark_session  # noqa: E402
 from pycanal.spark.snapshot import request_snapshot  # noqa: E402

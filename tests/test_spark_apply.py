@@ -1045,7 +1045,7 @@ def test_staged_snapshot_chunks_apply_as_their_rows(
     rows, so the lake and the change log are what the rows themselves give. The files go once their
     batch is committed, leftovers of batches that never committed at the next start, and a missing
     file fails the batch naming it."""
-    from pycanal.spark.apply import stage_dir
+    from pycanal.spark.canal_options import stage_dir
     from pycanal.spark.snapshot_rows import SnapshotRows
     from pycanal.spark.stage import STAGED, stage_rows
 

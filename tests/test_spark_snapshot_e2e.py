@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline_helpers import embedded_server, stop_job
-from pycanal.spark.apply import applied_batch_ids, stage_dir
+from pycanal.spark.apply import applied_batch_ids
+from pycanal.spark.canal_options import stage_dir
 from pycanal.spark.changelog import ChangeLog
 from pycanal.spark.check import normalize
 from pycanal.spark.current import table_path

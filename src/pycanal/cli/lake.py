@@ -142,9 +142,7 @@ def pipeline(
 ) -> None:
     """Stream a destination (or Canal's Kafka topics) into a lake (change log + current-state Delta
     tables) exactly once, until SIGTERM or Ctrl-C."""
-    from pycanal.spark.canal_options import OptionError
-    from pycanal.spark.job import check_trigger, run, source_options
-    from pycanal.spark.maintenance import Maintenance
+    from pycanal.spark.canal_options import OptionError, check_trigger, source_options
     from pycanal.spark.session import (
         DRIVER_JAVA_OPTIONS,
         KAFKA_DRIVER_JAVA_OPTIONS,
@@ -188,6 +186,8 @@ def pipeline(
     if not progress >= 0:
         raise CliError(f"--progress {progress!r}: must be 0 (none) or more seconds")
     lake = checks.new_lake("--lake", lake)  # last: nothing made when another option is wrong
+    from pycanal.spark.job import run  # Spark, pandas and Delta: ~1 s of imports once the options hold
+    from pycanal.spark.maintenance import Maintenance
 
     code = run(
         lake,
@@ -214,8 +214,7 @@ def snapshot(
 ) -> None:
     """Ask a running pipeline to snapshot tables again while it streams (a table newly added to
     its filter, or one to read afresh): taken at its next micro-batch."""
-    from pycanal.spark.canal_options import SIGNALS_MARK
-    from pycanal.spark.job import snapshot_requests
+    from pycanal.spark.canal_options import SIGNALS_MARK, snapshot_requests
     from pycanal.spark.snapshot import request_snapshot
 
     root = checks.lake_dir("--lake", lake)

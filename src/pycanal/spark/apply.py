@@ -53,6 +53,7 @@ from pycanal.storage import LakePath, lake_path
 
 from .arrow import take_in_blocks
 from .batch import ApplyError, BatchRows, ImagesLeftOut
+from .canal_options import stage_dir
 from .changelog import ChangeLog, batch_ids, last_change_times
 from .cow import Contents
 from .current_state import APP_ID, CurrentState
@@ -487,12 +488,6 @@ class ChangeApplier:
     def _journal(self, batch_id: int, step: int, first: int) -> None:
         done = {"batch_id": batch_id, "first": first, "step": step}
         (self._state / "progress.json").write_text(json.dumps(done), sync=True)
-
-
-def stage_dir(target_dir: str | Path | LakePath) -> LakePath:
-    """Where the pipeline into ``target_dir`` has executors stage their rows (the source's
-    ``stage``): the micro-batch's rows come from there (``expand_staged``)."""
-    return lake_path(target_dir) / "_pycanal" / "stage"
 
 
 def _logged(path: LakePath, log: dict[str, Any], changelog: LakePath, batch_id: int) -> bool:

@@ -1,6 +1,6 @@
 """``format("canal")``'s options (docs/spark.md lists them), read and checked in one place: when
 the query starts (the runner's feed, its planner and the executors' readers take them from here)
-and, the same way, by ``pycanal pipeline`` before it starts Spark (``job.source_options``); and
+and, the same way, by ``pycanal pipeline`` before it starts Spark (``source_options``); and
 the options of a pipeline that reads Canal's topics through Spark's Kafka source
 (``kafka_options``). No Spark here, so that a wrong option is named without starting a JVM."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pycanal.config.schema import parse_address
@@ -26,8 +27,12 @@ __all__ = [
     "OptionError",
     "SnapshotOptions",
     "canal_options",
+    "check_trigger",
     "kafka_options",
     "snapshot_options",
+    "snapshot_requests",
+    "source_options",
+    "stage_dir",
 ]
 
 
@@ -312,3 +317,113 @@ def kafka_options(
     except re.error as exc:
         raise OptionError("topicPattern", topic_pattern, f"not a regex: {exc}") from None
     return options | {"subscribePattern": topic_pattern}
+
+
+# A processing-time trigger as Spark reads it (its interval strings): "1 second", "500
+# milliseconds", "interval 1 minute 30 seconds": units spelled out, a fraction (9 digits) of seconds only.
+_TERM = r"\+?(\d+\s+(week|day|hour|minute|millisecond|microsecond)|(\d+\.?\d{0,9}|\.\d{1,9})\s+second)s?"
+_TRIGGER = re.compile(rf"\s*(interval\s+)?{_TERM}(\s+{_TERM})*\s*", re.I)
+
+
+def check_trigger(trigger: str) -> None:
+    """A processing-time interval Spark takes: Spark itself finds a wrong one only once the
+    query starts. ValueError says what is wrong."""
+    if not _TRIGGER.fullmatch(trigger):
+        raise ValueError(
+            "expected an interval such as '1 second', '500 milliseconds' or '2 minutes' (units spelled out)"
+        )
+
+
+def source_options(
+    lake: str | Path,
+    *,
+    address: str | None = None,
+    zk_servers: str | None = None,
+    destination: str = "example",
+    client_id: int = 1001,
+    filter: str = "",
+    user: str = "",
+    password: str = "",
+    batch_size: int | None = None,
+    batch_bytes: int | None = None,
+    stall_timeout: float | None = None,
+    stage: bool = True,
+    snapshot: str = "never",
+    source: str = "",
+    source_user: str = "",
+    source_password: str = "",
+    source_ssl_mode: str | None = None,
+    source_ssl_ca: str | None = None,
+    snapshot_chunk_rows: int | None = None,
+    snapshot_parallelism: int | None = None,
+    snapshot_reader: str | None = None,
+    snapshot_server_ids: str | None = None,
+    kafka: str | None = None,
+    kafka_config: dict[str, str] | None = None,
+    topic: str = "",
+    topic_pattern: str = "",
+) -> dict[str, str]:
+    """``format("canal")``'s options for a pipeline into ``lake``, checked as the query will
+    check them (``canal_options``: an ``OptionError`` names a wrong one), so that a caller can
+    refuse them before Spark starts. ``batch_size``, ``batch_bytes``: the source's ``batchSize``
+    and ``batchBytes``, entries and bytes per micro-batch; ``stage``: the executors hand the rows
+    to the driver as files in the lake's stage, not through Spark; ``snapshot`` ``"initial"``: the
+    existing rows of the filter's tables first, read from ``source`` (HOST:PORT) as
+    ``source_user`` (TLS: ``source_ssl_mode``, ``source_ssl_ca``), see ``pycanal.spark.snapshot``
+    (``snapshot_reader``, ``snapshot_server_ids``: its options ``snapshotReader``, ``snapshotServerIds``;
+    ``stall_timeout``: its ``stallTimeout``, seconds without progress before its watchdog acts);
+    with a ``source`` the pipeline also takes ad-hoc snapshot requests, ``pycanal snapshot --lake``.
+    ``kafka`` (brokers, HOST:PORT[,...]) with ``topic`` or ``topic_pattern``: Canal's topics read
+    through Spark's Kafka source instead of a server (``canal_options.kafka_options``, with
+    ``kafka_config``: its consumer's settings); the server's options, its filter and the snapshot
+    then have no meaning and are refused."""
+    if kafka or topic or topic_pattern:
+        given = {"address": address, "zkServers": zk_servers, "filter": filter, "user": user,
+                 "batchSize": batch_size, "batchBytes": batch_bytes, "snapshot": snapshot != "never",
+                 "source": source, "snapshotChunkRows": snapshot_chunk_rows,
+                 "snapshotParallelism": snapshot_parallelism, "snapshotReader": snapshot_reader,
+                 "snapshotServerIds": snapshot_server_ids, "sourceSslMode": source_ssl_mode,
+                 "sourceSslCa": source_ssl_ca}  # fmt: skip
+        name = next((n for n, v in given.items() if v), None)
+        if name is not None:
+            raise OptionError(name, None, "a server's option: {kafka} reads Canal's topics instead")
+        if not kafka:
+            raise OptionError(
+                "topic" if topic else "topicPattern", None, "needs {kafka} HOST:PORT (the brokers)"
+            )
+        return kafka_options(kafka, topic, topic_pattern, kafka_config)
+    if kafka_config:
+        raise OptionError("kafkaConfig", None, "needs {kafka} HOST:PORT (a setting of the Kafka consumer)")
+    if not address and not zk_servers:
+        raise OptionError(
+            "address",
+            None,
+            "give one of {address} HOST:PORT, {zkServers} HOST:PORT[,...] and {kafka} HOST:PORT",
+        )
+    lake = lake_path(lake)
+    options: dict[str, Any] = {
+        "destination": destination, "clientId": client_id, "filter": filter, "address": address or None,
+        "zkServers": zk_servers or None, "batchSize": batch_size or None, "batchBytes": batch_bytes or None,
+        "stallTimeout": stall_timeout, "stage": stage_dir(lake) if stage else None, "snapshot": snapshot,
+        "source": source or None, "sourceUser": source_user or None, "sourcePassword": source_password or None,
+        "sourceSslMode": source_ssl_mode, "sourceSslCa": source_ssl_ca,
+        "snapshotSignals": snapshot_requests(lake) if source else None, "snapshotLake": lake if source else None,
+        "snapshotChunkRows": snapshot_chunk_rows, "snapshotParallelism": snapshot_parallelism,
+        "snapshotReader": snapshot_reader, "snapshotServerIds": snapshot_server_ids,
+    }  # fmt: skip
+    if user:
+        options.update(user=user, password=password)
+    checked = {k: str(v) for k, v in options.items() if v is not None}
+    canal_options(checked)
+    return checked
+
+
+def snapshot_requests(lake: str | Path | LakePath) -> LakePath:
+    """Where a pipeline into ``lake`` takes ad-hoc snapshot requests from."""
+    return lake_path(lake) / "_pycanal" / "snapshot-requests"
+
+
+def stage_dir(target_dir: str | Path | LakePath) -> LakePath:
+    """Where the pipeline into ``target_dir`` has executors stage their rows (the source's
+    ``stage``): the micro-batch's rows come from there (``expand_staged``)."""
+    return lake_path(target_dir) / "_pycanal" / "stage"
