@@ -238,13 +238,12 @@ def _wheel_probe(tmp_path: Path, env: dict[str, str]) -> dict[str, bool]:
     return json.loads(out.stdout)
 
 
-# Compiling the 16 twins beside the suite's other workers took over the default 300 s on a slow
-# day of these shared machines (2026-12-02; 124 s alone on the idle machine).
-@pytest.mark.timeout(900)
 def test_the_wheel_carries_the_twins(tmp_path: Path) -> None:
     if _no_compiler_here():
         pytest.skip("no C compiler: the wheel cannot carry twins here")
-    assert _wheel_probe(tmp_path, {}) == dict.fromkeys(compiled.COMPILED, True)
+    # Built at -O0 (CFLAGS come after Python's -O3): what is tested is the packaging, and the 16
+    # twins compile in 33 s instead of 124 s alone (268 s beside the suite's workers, 2026-12-02).
+    assert _wheel_probe(tmp_path, {"CFLAGS": "-O0"}) == dict.fromkeys(compiled.COMPILED, True)
 
 
 def test_a_wheel_built_without_a_c_compiler_runs_interpreted(tmp_path: Path) -> None:
