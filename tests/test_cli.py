@@ -166,7 +166,7 @@ def test_jsonl_parts_that_cannot_be_spooled_are_one_line(fixtures_dir: Path, tmp
     assert list(tmp_path.iterdir()) == []
 
 
-# Two Spark JVMs one after the other (the demo's, then spark-sql's cold one): 136 s alone and 275 s
+# Two Spark JVMs one after the other (the demo's, then spark-sql's cold one): 136 s alone and 275-399 s
 # beside the suite's workers on 2026-12-02's slow machine, over the default 300 s once in CI.
 @pytest.mark.timeout(600)
 @pytest.mark.mariadb
@@ -210,6 +210,26 @@ def test_demo_job(tmp_path: Path) -> None:
     assert by_delta_rs.returncode == 0, by_delta_rs.stderr
     for status, (n, _) in counts.items():
         assert re.search(rf"\| {status} +\| {n} +\|", by_delta_rs.stdout), by_delta_rs.stdout
+
+
+_IMPORTED = """
+import runpy, sys
+sys.argv = ["pycanal", *sys.argv[1:]]
+try:
+    runpy.run_module("pycanal.cli", run_name="__main__")
+except SystemExit as exc:
+    print(exc.code, sorted(m for m in ("pyspark", "pandas", "deltalake") if m in sys.modules))
+"""
+
+
+def test_pipeline_refuses_a_wrong_option_before_importing_spark(tmp_path: Path) -> None:
+    # Its checks (pycanal.spark.canal_options) answer without Spark, pandas or Delta: ~1 s of imports.
+    lake = str(tmp_path / "lake")
+    for args in (["--topic", "t"], ["--address", "127.0.0.1:1", "--trigger", "soon"]):
+        done = subprocess.run([sys.executable, "-c", _IMPORTED, "pipeline", "--lake", lake, *args],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.stdout == "2 []\n", done.stdout + done.stderr
+        assert done.stderr.startswith("pycanal: error: --"), done.stderr
 
 
 def test_pipeline_refuses_an_unknown_snapshot_reader(tmp_path: Path) -> None:
